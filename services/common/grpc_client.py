@@ -1,0 +1,45 @@
+"""Client channels that carry the caller's trace context and request id in metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from services.common.grpc_server import MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+from services.common.logging import request_id_var
+from services.common.tracing import inject_context
+
+
+def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    for key, value in inject_context().items():
+        metadata[key] = value
+    request_id = request_id_var.get()
+    if request_id and REQUEST_ID_KEY not in metadata:
+        metadata[REQUEST_ID_KEY] = request_id
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class ContextInjector(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """Adds ``traceparent`` and ``x-request-id`` to every outgoing call."""
+
+    async def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return await continuation(_with_context(client_call_details), request)
+
+    async def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return await continuation(_with_context(client_call_details), request)
+
+
+def insecure_channel(target: str) -> grpc.aio.Channel:
+    """An asyncio channel to ``target`` with context propagation and large message limits."""
+    return grpc.aio.insecure_channel(
+        target,
+        interceptors=[ContextInjector()],
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )

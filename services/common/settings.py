@@ -1,0 +1,25 @@
+"""Settings shared by every service, read once from ``TTC_*`` environment variables.
+
+Each service has its own settings class (``services/<service>/settings.py``) with a
+``TTC_<SERVICE>_`` prefix; this module holds only what all of them share. Nothing else in
+the code base reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CommonSettings(BaseSettings):
+    """Logging, tracing and Redis settings common to all services."""
+
+    model_config = SettingsConfigDict(env_prefix="TTC_", extra="ignore")
+
+    log_level: str = Field("INFO", description="Python log level of every service.")
+    log_json: bool = Field(True, description="Emit one JSON object per log line.")
+    otel_endpoint: str = Field(
+        "", description="OTLP/gRPC endpoint for traces (e.g. http://127.0.0.1:4317); empty disables export."
+    )
+    otel_console: bool = Field(False, description="Also print finished spans to stderr (debugging).")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis used for queues, events and traces.")
