@@ -1,0 +1,139 @@
+"""The one interface every policy engine implements (llama.cpp, vLLM, remote OpenAI).
+
+Engines speak plain dataclasses, not protobuf: the servicer translates, validates and
+counts; an engine only generates. Every method is a coroutine and must stop its engine-side
+work when cancelled (``asyncio.CancelledError``), so a cancelled or timed-out RPC leaves no
+orphaned generation behind.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Chat messages (templated by the engine's tokenizer) or raw text, plus an optional
+    partial assistant turn appended verbatim after the generation prompt."""
+
+    messages: tuple[Message, ...] = ()
+    text: str = ""
+    assistant_prefix: str = ""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Validated sampling parameters; ``seeds`` has exactly ``n`` entries."""
+
+    n: int
+    seeds: tuple[int, ...]
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass
+class TokenLogprob:
+    token: str
+    token_id: int
+    logprob: float
+    top: list[tuple[str, int, float]] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    index: int
+    text: str
+    finish_reason: FinishReason
+    completion_tokens: int
+    seed: int
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+
+@dataclass
+class Generation:
+    completions: list[Completion]
+    prompt_tokens: int
+    cached_tokens: int = 0
+
+
+@dataclass
+class StreamDelta:
+    """A piece of candidate ``index``; the final delta of a candidate has ``finish_reason``."""
+
+    index: int
+    text: str
+    finish_reason: FinishReason | None = None
+    completion_tokens: int = 0
+
+
+@dataclass
+class ContinuationScore:
+    tokens: list[TokenLogprob]
+
+    @property
+    def total_logprob(self) -> float:
+        return sum(t.logprob for t in self.tokens)
+
+
+@dataclass
+class Scoring:
+    scores: list[ContinuationScore]
+    prompt_tokens: int
+
+
+@dataclass
+class EngineStats:
+    kv_cache_utilization: float
+    running_requests: int
+    waiting_requests: int
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+
+
+class Engine(ABC):
+    """A loaded model that can generate, score and tokenize."""
+
+    #: engine kind: "llamacpp", "vllm" or "openai"
+    kind: str
+    #: the model id clients name in requests
+    model_id: str
+    #: context window in tokens
+    max_context: int
+
+    @abstractmethod
+    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
+        """Generate ``sampling.n`` candidates sharing one evaluation of the prompt."""
+
+    @abstractmethod
+    def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+        """Like ``generate`` but yields text deltas as they are decoded."""
+
+    @abstractmethod
+    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
+        """Log-probability of each continuation's tokens after the prompt."""
+
+    @abstractmethod
+    async def tokenize(self, prompt: Prompt) -> list[int]:
+        """Token ids of the fully rendered prompt (chat template applied)."""
+
+    @abstractmethod
+    async def stats(self) -> EngineStats:
+        """Live statistics read from the engine itself."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model and any engine processes."""
