@@ -1,0 +1,139 @@
+"""Start real services as separate processes for end-to-end tests.
+
+Every test process binds 127.0.0.1 on a free port; logs go to a file that is printed when a
+service fails to become ready, so a broken start explains itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def grpc_healthy(target: str, service: str = "") -> bool:
+    """True when the gRPC health service at ``target`` reports SERVING."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=1.0
+            )
+        except grpc.RpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def http_healthy(url: str) -> bool:
+    """True when ``url`` answers 200."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass
+class ServiceProcess:
+    """One service started with ``python -m services.cli serve <name>``."""
+
+    name: str
+    env: dict[str, str]
+    args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(default_factory=lambda: Path(tempfile.mkstemp(prefix="ttc-", suffix=".log")[1]))
+
+    def start(self) -> ServiceProcess:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TTC_LOG_JSON": "false", **self.env}
+        cmd = self.args or [sys.executable, "-m", "services.cli", "serve", self.name]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float = 120.0) -> ServiceProcess:
+        """Poll ``ready`` until it holds; fail with the service's log if it dies or times out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
+            if ready():
+                return self
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-8000:]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server on a free port, no persistence."""
+
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server not installed; run `make install`")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                if client.ping():
+                    return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
