@@ -26,31 +26,31 @@ from services.gen.ttc.v1 import common_pb2 as ttc_dot_v1_dot_common__pb2
 from services.gen.ttc.v1 import sandbox_pb2 as ttc_dot_v1_dot_sandbox__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ttc/v1/verifier.proto\x12\x06ttc.v1\x1a\x13ttc/v1/common.proto\x1a\x14ttc/v1/sandbox.proto\"0\n\x10WeightedVerifier\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"`\n\x08\x43odeSpec\x12\x1f\n\x05tests\x18\x01 \x03(\x0b\x32\x10.ttc.v1.TestCase\x12\x13\n\x0b\x65ntry_point\x18\x02 \x01(\t\x12\x1e\n\x06limits\x18\x03 \x01(\x0b\x32\x0e.ttc.v1.Limits\"\xa3\x02\n\rVerifyRequest\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12$\n\x07problem\x18\x02 \x03(\x0b\x32\x13.ttc.v1.ChatMessage\x12\x12\n\ncandidates\x18\x03 \x03(\t\x12\x11\n\treference\x18\x04 \x01(\t\x12\x1e\n\x04\x63ode\x18\x05 \x01(\x0b\x32\x10.ttc.v1.CodeSpec\x12,\n\x0b\x61ggregation\x18\x06 \x01(\x0e\x32\x17.ttc.v1.StepAggregation\x12*\n\x08\x65nsemble\x18\x07 \x03(\x0b\x32\x18.ttc.v1.WeightedVerifier\x12\x16\n\x0e\x66ormat_pattern\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x12\n\nrequest_id\x18\n \x01(\t\"r\n\x10\x43\x61ndidateVerdict\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x0e\n\x06passed\x18\x02 \x01(\x08\x12\x13\n\x0bstep_scores\x18\x03 \x03(\x01\x12\x18\n\x10\x65xtracted_answer\x18\x04 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x01(\t\"Z\n\x0eVerifyResponse\x12*\n\x08verdicts\x18\x01 \x03(\x0b\x32\x18.ttc.v1.CandidateVerdict\x12\x1c\n\x05usage\x18\x02 \x01(\x0b\x32\r.ttc.v1.Usage\"\x16\n\x14ListVerifiersRequest\"]\n\x0cVerifierInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fneeds_reference\x18\x02 \x01(\x08\x12\x12\n\nneeds_code\x18\x03 \x01(\x08\x12\x12\n\ngenerative\x18\x04 \x01(\x08\"@\n\x15ListVerifiersResponse\x12\'\n\tverifiers\x18\x01 \x03(\x0b\x32\x14.ttc.v1.VerifierInfo*\xa1\x01\n\x0fStepAggregation\x12 \n\x1cSTEP_AGGREGATION_UNSPECIFIED\x10\x00\x12\x18\n\x14STEP_AGGREGATION_MIN\x10\x01\x12\x1c\n\x18STEP_AGGREGATION_PRODUCT\x10\x02\x12\x19\n\x15STEP_AGGREGATION_MEAN\x10\x03\x12\x19\n\x15STEP_AGGREGATION_LAST\x10\x04\x32\x91\x01\n\x08Verifier\x12\x37\n\x06Verify\x12\x15.ttc.v1.VerifyRequest\x1a\x16.ttc.v1.VerifyResponse\x12L\n\rListVerifiers\x12\x1c.ttc.v1.ListVerifiersRequest\x1a\x1d.ttc.v1.ListVerifiersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ttc/v1/verifier.proto\x12\x06ttc.v1\x1a\x13ttc/v1/common.proto\x1a\x14ttc/v1/sandbox.proto\"0\n\x10WeightedVerifier\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"`\n\x08\x43odeSpec\x12\x1f\n\x05tests\x18\x01 \x03(\x0b\x32\x10.ttc.v1.TestCase\x12\x13\n\x0b\x65ntry_point\x18\x02 \x01(\t\x12\x1e\n\x06limits\x18\x03 \x01(\x0b\x32\x0e.ttc.v1.Limits\"\xa3\x02\n\rVerifyRequest\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12$\n\x07problem\x18\x02 \x03(\x0b\x32\x13.ttc.v1.ChatMessage\x12\x12\n\ncandidates\x18\x03 \x03(\t\x12\x11\n\treference\x18\x04 \x01(\t\x12\x1e\n\x04\x63ode\x18\x05 \x01(\x0b\x32\x10.ttc.v1.CodeSpec\x12,\n\x0b\x61ggregation\x18\x06 \x01(\x0e\x32\x17.ttc.v1.StepAggregation\x12*\n\x08\x65nsemble\x18\x07 \x03(\x0b\x32\x18.ttc.v1.WeightedVerifier\x12\x16\n\x0e\x66ormat_pattern\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x12\n\nrequest_id\x18\n \x01(\t\"\x81\x01\n\x10\x43\x61ndidateVerdict\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x0e\n\x06passed\x18\x02 \x01(\x08\x12\x13\n\x0bstep_scores\x18\x03 \x03(\x01\x12\x18\n\x10\x65xtracted_answer\x18\x04 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x01(\t\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"Z\n\x0eVerifyResponse\x12*\n\x08verdicts\x18\x01 \x03(\x0b\x32\x18.ttc.v1.CandidateVerdict\x12\x1c\n\x05usage\x18\x02 \x01(\x0b\x32\r.ttc.v1.Usage\"\x16\n\x14ListVerifiersRequest\"]\n\x0cVerifierInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fneeds_reference\x18\x02 \x01(\x08\x12\x12\n\nneeds_code\x18\x03 \x01(\x08\x12\x12\n\ngenerative\x18\x04 \x01(\x08\"@\n\x15ListVerifiersResponse\x12\'\n\tverifiers\x18\x01 \x03(\x0b\x32\x14.ttc.v1.VerifierInfo*\xa1\x01\n\x0fStepAggregation\x12 \n\x1cSTEP_AGGREGATION_UNSPECIFIED\x10\x00\x12\x18\n\x14STEP_AGGREGATION_MIN\x10\x01\x12\x1c\n\x18STEP_AGGREGATION_PRODUCT\x10\x02\x12\x19\n\x15STEP_AGGREGATION_MEAN\x10\x03\x12\x19\n\x15STEP_AGGREGATION_LAST\x10\x04\x32\x91\x01\n\x08Verifier\x12\x37\n\x06Verify\x12\x15.ttc.v1.VerifyRequest\x1a\x16.ttc.v1.VerifyResponse\x12L\n\rListVerifiers\x12\x1c.ttc.v1.ListVerifiersRequest\x1a\x1d.ttc.v1.ListVerifiersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ttc.v1.verifier_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STEPAGGREGATION']._serialized_start=912
-  _globals['_STEPAGGREGATION']._serialized_end=1073
+  _globals['_STEPAGGREGATION']._serialized_start=928
+  _globals['_STEPAGGREGATION']._serialized_end=1089
   _globals['_WEIGHTEDVERIFIER']._serialized_start=76
   _globals['_WEIGHTEDVERIFIER']._serialized_end=124
   _globals['_CODESPEC']._serialized_start=126
   _globals['_CODESPEC']._serialized_end=222
   _globals['_VERIFYREQUEST']._serialized_start=225
   _globals['_VERIFYREQUEST']._serialized_end=516
-  _globals['_CANDIDATEVERDICT']._serialized_start=518
-  _globals['_CANDIDATEVERDICT']._serialized_end=632
-  _globals['_VERIFYRESPONSE']._serialized_start=634
-  _globals['_VERIFYRESPONSE']._serialized_end=724
-  _globals['_LISTVERIFIERSREQUEST']._serialized_start=726
-  _globals['_LISTVERIFIERSREQUEST']._serialized_end=748
-  _globals['_VERIFIERINFO']._serialized_start=750
-  _globals['_VERIFIERINFO']._serialized_end=843
-  _globals['_LISTVERIFIERSRESPONSE']._serialized_start=845
-  _globals['_LISTVERIFIERSRESPONSE']._serialized_end=909
-  _globals['_VERIFIER']._serialized_start=1076
-  _globals['_VERIFIER']._serialized_end=1221
+  _globals['_CANDIDATEVERDICT']._serialized_start=519
+  _globals['_CANDIDATEVERDICT']._serialized_end=648
+  _globals['_VERIFYRESPONSE']._serialized_start=650
+  _globals['_VERIFYRESPONSE']._serialized_end=740
+  _globals['_LISTVERIFIERSREQUEST']._serialized_start=742
+  _globals['_LISTVERIFIERSREQUEST']._serialized_end=764
+  _globals['_VERIFIERINFO']._serialized_start=766
+  _globals['_VERIFIERINFO']._serialized_end=859
+  _globals['_LISTVERIFIERSRESPONSE']._serialized_start=861
+  _globals['_LISTVERIFIERSRESPONSE']._serialized_end=925
+  _globals['_VERIFIER']._serialized_start=1092
+  _globals['_VERIFIER']._serialized_end=1237
 # @@protoc_insertion_point(module_scope)

@@ -65,18 +65,20 @@ class VerifyRequest(_message.Message):
     def __init__(self, verifier: _Optional[str] = ..., problem: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., candidates: _Optional[_Iterable[str]] = ..., reference: _Optional[str] = ..., code: _Optional[_Union[CodeSpec, _Mapping]] = ..., aggregation: _Optional[_Union[StepAggregation, str]] = ..., ensemble: _Optional[_Iterable[_Union[WeightedVerifier, _Mapping]]] = ..., format_pattern: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CandidateVerdict(_message.Message):
-    __slots__ = ("score", "passed", "step_scores", "extracted_answer", "feedback")
+    __slots__ = ("score", "passed", "step_scores", "extracted_answer", "feedback", "error")
     SCORE_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     STEP_SCORES_FIELD_NUMBER: _ClassVar[int]
     EXTRACTED_ANSWER_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     score: float
     passed: bool
     step_scores: _containers.RepeatedScalarFieldContainer[float]
     extracted_answer: str
     feedback: str
-    def __init__(self, score: _Optional[float] = ..., passed: _Optional[bool] = ..., step_scores: _Optional[_Iterable[float]] = ..., extracted_answer: _Optional[str] = ..., feedback: _Optional[str] = ...) -> None: ...
+    error: str
+    def __init__(self, score: _Optional[float] = ..., passed: _Optional[bool] = ..., step_scores: _Optional[_Iterable[float]] = ..., extracted_answer: _Optional[str] = ..., feedback: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class VerifyResponse(_message.Message):
     __slots__ = ("verdicts", "usage")
