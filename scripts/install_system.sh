@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian packages the services and tests need, if any is missing:
+# redis-server (queues, events, traces), bubblewrap (sandbox isolation), prometheus
+# (promtool for alert rules) and chromium (report and trace-viewer screenshot tests).
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v chromium >/dev/null || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+echo "installing system packages: ${need[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q || true
+$sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+# Debian starts the packaged daemons; the project starts its own on private ports.
+for svc in redis-server prometheus; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    $sudo systemctl stop "$svc" || true
+  fi
+done
