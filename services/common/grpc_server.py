@@ -77,7 +77,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapped
 
-    def _observed(self, method: str, metadata: dict[str, str], context: grpc.aio.ServicerContext) -> "_Observation":
+    def _observed(self, method: str, metadata: dict[str, str], context: grpc.aio.ServicerContext) -> _Observation:
         return _Observation(self, method, metadata, context)
 
 

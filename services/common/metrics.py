@@ -26,27 +26,41 @@ class ServiceMetrics:
     def __post_init__(self) -> None:
         r = self.registry
         self.requests = Counter(
-            "ttc_requests_total", "Requests handled, by method and status code.",
-            ["service", "method", "code"], registry=r,
+            "ttc_requests_total",
+            "Requests handled, by method and status code.",
+            ["service", "method", "code"],
+            registry=r,
         )
         self.errors = Counter(
-            "ttc_errors_total", "Requests that ended in an error, by method and status code.",
-            ["service", "method", "code"], registry=r,
+            "ttc_errors_total",
+            "Requests that ended in an error, by method and status code.",
+            ["service", "method", "code"],
+            registry=r,
         )
         self.latency = Histogram(
-            "ttc_request_duration_seconds", "Request latency.",
-            ["service", "method"], buckets=LATENCY_BUCKETS, registry=r,
+            "ttc_request_duration_seconds",
+            "Request latency.",
+            ["service", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.in_flight = Gauge(
-            "ttc_requests_in_flight", "Requests being handled now.", ["service", "method"], registry=r,
+            "ttc_requests_in_flight",
+            "Requests being handled now.",
+            ["service", "method"],
+            registry=r,
         )
         self.tokens = Counter(
-            "ttc_tokens_total", "Tokens processed, by kind: prompt, generated or cached.",
-            ["service", "model", "kind"], registry=r,
+            "ttc_tokens_total",
+            "Tokens processed, by kind: prompt, generated or cached.",
+            ["service", "model", "kind"],
+            registry=r,
         )
         self.kv_cache_utilization = Gauge(
-            "ttc_kv_cache_utilization", "Fraction of the engine's KV cache in use (0..1).",
-            ["service", "engine", "model"], registry=r,
+            "ttc_kv_cache_utilization",
+            "Fraction of the engine's KV cache in use (0..1).",
+            ["service", "engine", "model"],
+            registry=r,
         )
 
     def count_tokens(self, model: str, prompt: int = 0, generated: int = 0, cached: int = 0) -> None:
