@@ -1,0 +1,125 @@
+"""gRPC adapters behind the verifier's ports: the policy's Score and the sandbox's Execute.
+
+This is the one place gRPC statuses from downstream services are sorted: an outage
+(UNAVAILABLE) fails the whole Verify call with UNAVAILABLE and a message naming the service;
+a refusal that is the request's fault (an unknown model, bad limits) becomes INVALID_ARGUMENT;
+anything else is a per-candidate infrastructure error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from services.common.errors import InvalidArgument, Unavailable, error_field
+from services.common.grpc_client import insecure_channel
+from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc, sandbox_pb2, sandbox_pb2_grpc
+from services.verifier.types import (
+    ExecResult,
+    JudgePrompt,
+    PolicyError,
+    SandboxError,
+    ScoreResult,
+    Spend,
+    TestRun,
+)
+
+OUTPUT_CHARS = 1500
+
+
+def _details(err: grpc.aio.AioRpcError) -> str:
+    return err.details() or err.code().name
+
+
+class GrpcPolicyScorer:
+    """``PolicyScorer`` over the policy service's ``Score`` RPC."""
+
+    def __init__(self, target: str, timeout_s: float, default_model: str = "") -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self.default_model = default_model
+        self.channel = insecure_channel(target)
+        self.stub = policy_pb2_grpc.PolicyStub(self.channel)
+
+    async def score(self, prompt: JudgePrompt, continuations: Sequence[str], *, model: str) -> ScoreResult:
+        request = policy_pb2.ScoreRequest(
+            model=model or self.default_model,
+            input=policy_pb2.PromptInput(
+                messages=[common_pb2.ChatMessage(role=m.role, content=m.content) for m in prompt.messages],
+                prompt=prompt.text,
+            ),
+            continuations=list(continuations),
+        )
+        try:
+            reply = await self.stub.Score(request, timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as err:
+            code = err.code()
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise Unavailable(f"policy service at {self.target} is unavailable: {_details(err)}") from err
+            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT) and error_field(err) == "model":
+                raise InvalidArgument(f"policy rejected the model: {_details(err)}", field="model") from err
+            raise PolicyError(f"policy Score failed ({code.name}): {_details(err)}") from err
+        if len(reply.scores) != len(continuations):
+            raise PolicyError(f"policy returned {len(reply.scores)} scores for {len(continuations)} continuations")
+        usage = reply.usage
+        spend = Spend(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            policy_calls=1,
+        )
+        return ScoreResult([s.total_logprob for s in reply.scores], spend)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+def _output(outcome: sandbox_pb2.RunOutcome) -> str:
+    text = (outcome.stderr or outcome.stdout).decode(errors="replace").strip()
+    return text[-OUTPUT_CHARS:]
+
+
+class GrpcSandboxRunner:
+    """``SandboxRunner`` over the sandbox service's ``Execute`` RPC."""
+
+    def __init__(self, target: str, timeout_s: float) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self.channel = insecure_channel(target)
+        self.stub = sandbox_pb2_grpc.SandboxStub(self.channel)
+
+    async def run_tests(
+        self, code: str, tests: Sequence[sandbox_pb2.TestCase], limits: sandbox_pb2.Limits | None
+    ) -> ExecResult:
+        request = sandbox_pb2.ExecuteRequest(language="python", code=code, tests=list(tests))
+        if limits is not None:
+            request.limits.CopyFrom(limits)
+        try:
+            reply = await self.stub.Execute(request, timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as err:
+            code_ = err.code()
+            if code_ == grpc.StatusCode.UNAVAILABLE:
+                raise Unavailable(f"sandbox service at {self.target} is unavailable: {_details(err)}") from err
+            if code_ == grpc.StatusCode.INVALID_ARGUMENT:
+                field = error_field(err)
+                raise InvalidArgument(
+                    f"sandbox rejected the code spec: {_details(err)}", field=f"code.{field}" if field else "code"
+                ) from err
+            raise SandboxError(f"sandbox Execute failed ({code_.name}): {_details(err)}") from err
+        runs = [
+            TestRun(
+                name=t.name,
+                passed=t.passed,
+                status=sandbox_pb2.ExecStatus.Name(t.outcome.status),
+                output=_output(t.outcome),
+                infra_error=t.outcome.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR,
+            )
+            for t in reply.tests
+        ]
+        if not runs and reply.outcome.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
+            raise SandboxError(reply.message or _output(reply.outcome) or "sandbox error")
+        return ExecResult(runs, reply.message)
+
+    async def close(self) -> None:
+        await self.channel.close()

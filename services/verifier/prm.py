@@ -1,0 +1,156 @@
+"""The generative process reward model: a P("Yes") per solution prefix, folded into one score.
+
+Step boundaries must be explicit (PRIMER §6): "Step k:" markers when the candidate uses
+them, else blank lines (never inside a fenced code block). Each prefix becomes a pair of
+continuations (prefix + question + " Yes" / " No") after one shared prompt holding the
+problem, so the prefixes of *all* candidates go to the policy in as few Score calls as the
+per-call limit allows; the shared prefix text cancels in the Yes/No ratio. A step's verdict
+is conditioned on the earlier steps only, not on earlier verdicts.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+from services.verifier.base import VerifierInfo, VerifierKind, answer_of, require_problem
+from services.verifier.judge import prm_continuation, prm_header, problem_text, yes_probability
+from services.verifier.settings import VerifierSettings
+from services.verifier.tasks import run_bounded
+from services.verifier.types import Aggregation, Outcome, PolicyError, PolicyScorer, Spend, Verdict, VerifyJob
+
+_STEP_MARKER = re.compile(r"^[ \t>*#_-]*step[ \t]*\d+[ \t]*[:.)]", re.IGNORECASE | re.MULTILINE)
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+def _merge_fenced(paragraphs: list[str]) -> list[str]:
+    """Rejoin paragraphs that a blank line inside a ``` fence had split apart."""
+    merged: list[str] = []
+    open_fence = False
+    for paragraph in paragraphs:
+        if open_fence:
+            merged[-1] = f"{merged[-1]}\n\n{paragraph}"
+        else:
+            merged.append(paragraph)
+        if paragraph.count("```") % 2 == 1:
+            open_fence = not open_fence
+    return merged
+
+
+def split_steps(text: str, max_steps: int) -> list[str]:
+    """The candidate's steps: at "Step k:" markers if any, else at blank lines; at most ``max_steps``.
+
+    Text before the first marker belongs to the first step; steps beyond ``max_steps`` are
+    merged into the last one so every token is still judged.
+    """
+    text = text.strip()
+    if not text:
+        return []
+    starts = [m.start() for m in _STEP_MARKER.finditer(text)]
+    if starts:
+        bounds = [0, *starts[1:], len(text)] if starts[0] > 0 else [*starts, len(text)]
+        steps = [text[a:b].strip() for a, b in itertools.pairwise(bounds)]
+    else:
+        steps = _merge_fenced([p.strip() for p in _BLANK_LINE.split(text)])
+    steps = [s for s in steps if s]
+    if len(steps) > max(1, max_steps):
+        keep = max(1, max_steps)
+        steps = [*steps[: keep - 1], "\n\n".join(steps[keep - 1 :])]
+    return steps
+
+
+def aggregate(step_scores: list[float], how: Aggregation) -> float:
+    """One score from step scores. ``min`` and ``product`` punish the weak step; ``mean`` hides it."""
+    if not step_scores:
+        return 0.0
+    clean = [0.0 if math.isnan(s) else min(1.0, max(0.0, s)) for s in step_scores]
+    if how is Aggregation.MIN:
+        return min(clean)
+    if how is Aggregation.PRODUCT:
+        return math.prod(clean)
+    if how is Aggregation.MEAN:
+        return sum(clean) / len(clean)
+    return clean[-1]
+
+
+@dataclass(frozen=True)
+class _Pair:
+    candidate: int
+    step: int
+    yes: str
+    no: str
+
+
+def plan_pairs(steps_per_candidate: list[list[str]], question: str, yes: str, no: str) -> list[_Pair]:
+    """One Yes/No continuation pair per prefix of every candidate."""
+    pairs = []
+    for c, steps in enumerate(steps_per_candidate):
+        for k in range(1, len(steps) + 1):
+            pairs.append(
+                _Pair(c, k - 1, prm_continuation(steps, k, question, yes), prm_continuation(steps, k, question, no))
+            )
+    return pairs
+
+
+def chunk(pairs: list[_Pair], max_continuations: int) -> list[list[_Pair]]:
+    """Split pairs into calls of at most ``max_continuations`` continuations (pairs never split)."""
+    size = max(1, max_continuations // 2)
+    return [pairs[i : i + size] for i in range(0, len(pairs), size)]
+
+
+class ProcessRewardModel(VerifierKind):
+    info = VerifierInfo(name="prm", generative=True)
+
+    def __init__(self, policy: PolicyScorer, settings: VerifierSettings) -> None:
+        self.policy = policy
+        self.settings = settings
+
+    def validate(self, job: VerifyJob) -> None:
+        require_problem(job, self.info.name)
+
+    async def verify(self, job: VerifyJob) -> Outcome:
+        s = self.settings
+        steps = [split_steps(c, s.prm_max_steps) for c in job.candidates]
+        pairs = plan_pairs(steps, s.prm_question, s.prm_yes, s.prm_no)
+        prompt = prm_header(problem_text(job.problem))
+        spend = Spend()
+        scores: list[list[float]] = [[math.nan] * len(st) for st in steps]
+        errors: dict[int, str] = {}
+
+        async def call(batch: list[_Pair]) -> None:
+            continuations = [text for p in batch for text in (p.yes, p.no)]
+            try:
+                result = await self.policy.score(prompt, continuations, model=job.model)
+            except PolicyError as err:
+                for p in batch:
+                    errors[p.candidate] = f"policy error: {err}"
+                return
+            spend.add(result.spend)
+            for i, p in enumerate(batch):
+                scores[p.candidate][p.step] = yes_probability(result.totals[2 * i], result.totals[2 * i + 1])
+
+        batches = chunk(pairs, s.prm_max_continuations_per_call)
+        await run_bounded([functools.partial(call, b) for b in batches], s.judge_concurrency)
+        verdicts = []
+        for c, candidate in enumerate(job.candidates):
+            answer = answer_of(candidate)
+            if c in errors:
+                verdicts.append(Verdict(extracted_answer=answer, error=errors[c]))
+            elif not steps[c]:
+                verdicts.append(Verdict(extracted_answer=answer, feedback="empty candidate: no steps to judge"))
+            else:
+                score = aggregate(scores[c], job.aggregation)
+                shown = ", ".join(f"{x:.3f}" for x in scores[c])
+                verdicts.append(
+                    Verdict(
+                        score=score,
+                        passed=score >= 0.5,
+                        step_scores=[0.0 if math.isnan(x) else x for x in scores[c]],
+                        extracted_answer=answer,
+                        feedback=f"{len(steps[c])} steps, {job.aggregation.value} of step scores [{shown}]",
+                    )
+                )
+        return Outcome(verdicts, spend)
