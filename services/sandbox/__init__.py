@@ -1,0 +1,1 @@
+"""Sandbox service: runs untrusted code in bubblewrap namespaces under resource limits."""

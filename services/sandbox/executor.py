@@ -1,0 +1,104 @@
+"""One execution end to end: program and files into memfds, prlimit + bwrap, run, classify.
+
+Files reach the sandbox through ``bwrap --file`` from in-memory descriptors and live only in
+the execution's tmpfs, so nothing is ever written to the host's disk and there is nothing to
+clean up once the namespace is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from services.gen.ttc.v1 import sandbox_pb2
+from services.sandbox.isolation import Interpreter, MountedFile, bwrap_args, prlimit_args, python_argv
+from services.sandbox.limits import ExecLimits
+from services.sandbox.outcome import classify
+from services.sandbox.runner import memfd_with, run_sandboxed
+from services.sandbox.settings import SandboxSettings
+from services.sandbox.validation import PROGRAM_NAME
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Program:
+    """What one run executes: source, stdin and extra files (paths validated)."""
+
+    source: bytes
+    stdin: bytes = b""
+    files: Sequence[tuple[str, bytes]] = ()
+
+
+class Executor:
+    """Runs programs in the sandbox; holds configuration only, no per-run state."""
+
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        interpreter: Interpreter | None,
+        on_kill: Callable[[str], None] = lambda reason: None,
+        unavailable: str = "",
+    ) -> None:
+        """``interpreter`` None (with ``unavailable`` saying why): every run is a SANDBOX_ERROR."""
+        self.settings = settings
+        self.interpreter = interpreter
+        self.on_kill = on_kill
+        self.unavailable = unavailable or ("" if interpreter is not None else "no interpreter configured")
+
+    async def run(self, program: Program, limits: ExecLimits, uid: int | None) -> tuple[sandbox_pb2.RunOutcome, str]:
+        """Run ``program`` under ``limits`` as host ``uid``: its outcome and, when not OK, why."""
+        if self.interpreter is None or self.unavailable:
+            return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), self.unavailable
+        interpreter = self.interpreter
+        s = self.settings
+        fds: list[int] = []
+        try:
+            mounted = [MountedFile(memfd_with(program.source, "program"), PROGRAM_NAME)]
+            mounted += [MountedFile(memfd_with(content, "file"), path) for path, content in program.files]
+            fds = [m.fd for m in mounted]
+            # bwrap reads descriptors by number; the CLOEXEC ones are passed explicitly by Popen.
+            status_r, status_w = os.pipe()
+            command = prlimit_args(s.prlimit_path, limits, tmpfs_bytes=s.tmpfs_bytes, max_open_files=s.max_open_files)
+            command += bwrap_args(
+                s.bwrap_path,
+                interpreter,
+                tmpfs_bytes=s.tmpfs_bytes,
+                files=mounted,
+                status_fd=status_w,
+                argv=python_argv(interpreter, PROGRAM_NAME),
+            )
+            raw = await run_sandboxed(
+                command,
+                stdin=program.stdin,
+                pass_fds=fds,
+                status_fd_w=status_w,
+                status_fd_r=status_r,
+                uid=uid,
+                wall_seconds=limits.wall_seconds,
+                max_output_bytes=limits.max_output_bytes,
+                on_kill=self.on_kill,
+            )
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        verdict = classify(raw, limits)
+        if verdict.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
+            log.error("sandbox error: %s", verdict.message)
+        outcome = sandbox_pb2.RunOutcome(
+            status=verdict.status,  # type: ignore[arg-type]
+            stdout=raw.stdout,
+            stderr=raw.stderr,
+            stdout_truncated=raw.stdout_truncated,
+            stderr_truncated=raw.stderr_truncated,
+            exit_code=verdict.exit_code,
+            signal=verdict.signal,
+            cpu_seconds=raw.cpu_seconds,
+            wall_seconds=raw.wall_seconds,
+            peak_memory_bytes=raw.peak_memory_bytes,
+        )
+        return outcome, verdict.message

@@ -1,0 +1,149 @@
+"""The bubblewrap command line of one execution, and the interpreter's read-only view.
+
+Everything an execution can see is named here: the interpreter and the directories it
+loads from (read-only), a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and a
+size-limited tmpfs at ``/tmp`` that is its working directory. No network (a new, empty net
+namespace), no host processes, no environment but the few variables set below, nothing of
+``/etc``, ``/root`` or the project. Resource limits are set by ``prlimit`` just before
+``bwrap`` runs, so they apply to every process inside. Building the command is pure; only
+``probe_interpreter`` touches the system.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.sandbox.limits import ExecLimits
+
+WORKDIR = "/tmp"
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": WORKDIR,
+    "TMPDIR": WORKDIR,
+    "LANG": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+}
+# Processes bwrap itself needs inside the slot's uid: the outer monitor.
+BWRAP_OWN_PROCESSES = 1
+
+_PROBE = (
+    "import json, os, sys; "
+    "print(json.dumps({'executable': os.path.realpath(sys.executable), 'base_prefix': sys.base_prefix, "
+    "'path': [p for p in sys.path if p and os.path.isdir(p)]}))"
+)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """An interpreter and the host paths it needs, bound read-only at the same place."""
+
+    executable: str
+    ro_paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MountedFile:
+    """A file copied into the working directory from an open descriptor (a memfd)."""
+
+    fd: int
+    path: str  # relative to WORKDIR, already validated
+
+
+def _covered(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def system_lib_paths() -> list[str]:
+    """``/usr/lib`` and ``/usr/lib64`` (shared libraries), when they are real directories."""
+    return [p for p in ("/usr/lib", "/usr/lib64") if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def probe_interpreter(python_path: str, timeout: float = 30.0) -> Interpreter:
+    """Ask the interpreter where it loads from; raises ``RuntimeError`` with the reason if it cannot run."""
+    if not os.path.isfile(python_path):
+        raise RuntimeError(f"interpreter {python_path!r} does not exist")
+    proc = subprocess.run(
+        [python_path, "-E", "-s", "-c", _PROBE], capture_output=True, timeout=timeout, env={}, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"interpreter {python_path!r} failed: {proc.stderr.decode(errors='replace')[-500:]}")
+    info = json.loads(proc.stdout)
+    roots = system_lib_paths()
+    paths: list[str] = [info["executable"]]
+    lib_dir = os.path.join(info["base_prefix"], "lib")
+    for candidate in [lib_dir, *info["path"]]:
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and not _covered(real, roots + paths):
+            paths.append(real)
+    return Interpreter(executable=info["executable"], ro_paths=tuple(roots + paths))
+
+
+def prlimit_args(prlimit_path: str, limits: ExecLimits, *, tmpfs_bytes: int, max_open_files: int) -> list[str]:
+    """``prlimit`` options: CPU (SIGXCPU then SIGKILL), address space, processes, file size, fds, no core."""
+    cpu_soft, cpu_hard = limits.cpu_rlimit
+    nproc = limits.max_processes + BWRAP_OWN_PROCESSES
+    return [
+        prlimit_path,
+        f"--cpu={cpu_soft}:{cpu_hard}",
+        f"--as={limits.memory_bytes}",
+        f"--nproc={nproc}",
+        f"--fsize={tmpfs_bytes}",
+        f"--nofile={max_open_files}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _root_links() -> list[str]:
+    """Recreate ``/lib``, ``/lib64`` and ``/bin`` as on the host (symlinks on merged-/usr systems)."""
+    args: list[str] = []
+    for top in ("/lib", "/lib64", "/bin"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top) and top != "/bin":
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def bwrap_args(
+    bwrap_path: str,
+    interpreter: Interpreter,
+    *,
+    tmpfs_bytes: int,
+    files: Sequence[MountedFile],
+    status_fd: int,
+    argv: Sequence[str],
+) -> list[str]:
+    """The ``bwrap`` command: fresh namespaces, read-only interpreter, private tmpfs, clean env."""
+    args = [
+        bwrap_path,
+        "--unshare-all",  # user, ipc, pid, net (empty: no interfaces but lo), uts, cgroup
+        "--die-with-parent",
+        # The program is PID 1 of its namespace: when it exits the kernel kills everything it
+        # left behind, and the monitor reaps it directly, so wait4 sees its CPU time and RSS.
+        "--as-pid-1",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
+    for key, value in SANDBOX_ENV.items():
+        args += ["--setenv", key, value]
+    for path in interpreter.ro_paths:
+        args += ["--ro-bind", path, path]
+    args += _root_links()
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(tmpfs_bytes), "--tmpfs", WORKDIR]
+    for f in files:
+        args += ["--perms", "0644", "--file", str(f.fd), f"{WORKDIR}/{f.path}"]
+    args += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *argv]
+    return args
+
+
+def python_argv(interpreter: Interpreter, program: str) -> list[str]:
+    """Run ``program`` (a file in the working dir) ignoring PYTHON* variables and user site, no .pyc."""
+    return [interpreter.executable, "-E", "-s", "-B", program]

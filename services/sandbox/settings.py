@@ -1,0 +1,65 @@
+"""Sandbox settings, read once from ``TTC_SANDBOX_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SandboxSettings(BaseSettings):
+    """Where the sandbox listens, how much it runs at once, and the limits it allows."""
+
+    model_config = SettingsConfigDict(env_prefix="TTC_SANDBOX_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address the sandbox gRPC server binds.")
+    port: int = Field(50053, description="Sandbox gRPC port.")
+    metrics_port: int = Field(9103, description="Port of the sandbox's Prometheus /metrics endpoint.")
+
+    max_concurrency: int = Field(4, ge=1, le=64, description="Executions that run at the same time.")
+    max_queue: int = Field(
+        64, ge=0, description="Requests that may wait for a free slot; beyond that Execute is RESOURCE_EXHAUSTED."
+    )
+    uid_base: int = Field(
+        60000,
+        ge=1000,
+        description=(
+            "First host uid of the execution slots: slot i runs as uid_base+i, so RLIMIT_NPROC counts only "
+            "that execution's processes (root is exempt from RLIMIT_NPROC, and it is per uid host-wide)."
+        ),
+    )
+
+    default_cpu_seconds: float = Field(5.0, gt=0, description="CPU-time limit when a request sets none.")
+    default_wall_seconds: float = Field(10.0, gt=0, description="Wall-clock limit when a request sets none.")
+    default_memory_bytes: int = Field(
+        512 * 1024 * 1024, gt=0, description="Address-space limit (RLIMIT_AS) per process when a request sets none."
+    )
+    default_max_processes: int = Field(32, gt=0, description="Processes and threads per execution when unset.")
+    default_max_output_bytes: int = Field(
+        1024 * 1024, gt=0, description="Bytes kept of stdout and of stderr each when a request sets none."
+    )
+    max_cpu_seconds: float = Field(60.0, gt=0, description="Largest CPU-time limit a request may ask for.")
+    max_wall_seconds: float = Field(120.0, gt=0, description="Largest wall-clock limit a request may ask for.")
+    max_memory_bytes: int = Field(4 * 1024 * 1024 * 1024, gt=0, description="Largest memory limit a request may ask.")
+    max_processes: int = Field(256, gt=0, description="Largest process limit a request may ask for.")
+    max_output_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest output limit a request may ask for.")
+
+    tmpfs_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="Size of each execution's private writable tmpfs (/tmp, the cwd)."
+    )
+    max_open_files: int = Field(64, gt=3, description="RLIMIT_NOFILE inside the sandbox.")
+    max_code_bytes: int = Field(1024 * 1024, gt=0, description="Largest program (code field) accepted.")
+    max_payload_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="Largest total of code, stdin, files and tests in one request."
+    )
+    max_files: int = Field(64, ge=0, description="Most extra files one request may carry.")
+    max_tests: int = Field(256, ge=0, description="Most test cases one request may carry.")
+
+    bwrap_path: str = Field("/usr/bin/bwrap", description="The bubblewrap binary.")
+    prlimit_path: str = Field("/usr/bin/prlimit", description="util-linux prlimit, which sets the rlimits.")
+    python_path: str = Field(
+        "/usr/bin/python3",
+        description=(
+            "Interpreter run inside the sandbox; it and its prefix are bound read-only, so it must be readable "
+            "by the slot uids (a pyenv under /root is not)."
+        ),
+    )
