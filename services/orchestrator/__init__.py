@@ -1,0 +1,1 @@
+"""Search orchestrator: budgeted, traced test-time strategies over a policy and a verifier."""

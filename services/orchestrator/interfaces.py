@@ -1,0 +1,150 @@
+"""The typed protocols strategies are written against, and the values that cross them.
+
+Strategies never see gRPC, Redis or Celery: they get a ``Policy`` and a ``Verifier`` that
+satisfy these protocols (gRPC adapters in :mod:`services.orchestrator.clients`, scripted
+fakes in the unit tests). Keeping the values plain frozen dataclasses is what lets one
+contract test run every strategy against scripted components.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+FinishReason = Literal["stop", "length", "abort"]
+Aggregation = Literal["min", "product", "mean", "last"]
+AGGREGATIONS: tuple[str, ...] = ("min", "product", "mean", "last")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One generated continuation. ``logprobs`` are per-token (empty unless requested)."""
+
+    text: str
+    finish_reason: FinishReason = "stop"
+    completion_tokens: int = 0
+    seed: int = 0
+    logprobs: tuple[float, ...] = ()
+
+    @property
+    def mean_logprob(self) -> float | None:
+        """Mean token log-probability, ``None`` when the engine returned none."""
+        finite = [lp for lp in self.logprobs if math.isfinite(lp)]
+        return sum(finite) / len(finite) if finite else None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The answer to one batched policy call: every candidate plus prompt-side usage."""
+
+    candidates: tuple[Candidate, ...]
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class Policy(Protocol):
+    """Text generation. ``n`` candidates of one prompt come from one engine call."""
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        assistant_prefix: str,
+        n: int,
+        seeds: Sequence[int],
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        stop: Sequence[str],
+        logprobs: bool,
+    ) -> Generation: ...
+
+
+@dataclass(frozen=True)
+class VerifyCall:
+    """One batched verification: many candidates of one problem, one verifier."""
+
+    verifier: str
+    problem: tuple[Message, ...]
+    candidates: tuple[str, ...]
+    reference: str = ""
+    aggregation: Aggregation = "min"
+    code: Mapping[str, Any] | None = None  # CodeSpec as a JSON-like mapping (tests, entry_point)
+    format_pattern: str = ""
+    ensemble: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's judgement of one candidate. ``score`` is always a finite value in [0, 1]."""
+
+    score: float
+    passed: bool = False
+    step_scores: tuple[float, ...] = ()
+    feedback: str = ""
+    extracted_answer: str = ""
+
+    @staticmethod
+    def clamp(value: float) -> float:
+        """Degenerate verifier output (NaN, ±inf, out of range) becomes a usable score."""
+        if not math.isfinite(value):
+            return 0.0 if math.isnan(value) or value < 0 else 1.0
+        return min(1.0, max(0.0, value))
+
+
+@dataclass(frozen=True)
+class Verification:
+    verdicts: tuple[Verdict, ...]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Verifier(Protocol):
+    async def verify(self, call: VerifyCall) -> Verification: ...
+
+
+class ComponentError(Exception):
+    """The policy or verifier failed (unreachable, crashed, rejected the call)."""
+
+    def __init__(self, component: str, message: str) -> None:
+        super().__init__(f"{component}: {message}")
+        self.component = component
+        self.message = message
+
+
+@dataclass(frozen=True)
+class BudgetUsage:
+    """Everything a search has spent so far (mirrors ttc.v1.BudgetUse)."""
+
+    generated_tokens: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    policy_calls: int = 0
+    verifier_calls: int = 0
+    verifier_tokens: int = 0
+    wall_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A human-readable progress line; the gateway streams ``message`` as reasoning."""
+
+    stage: str
+    message: str
+    usage: BudgetUsage = field(default_factory=BudgetUsage)
+
+
+ProgressFn = Callable[[ProgressEvent], Awaitable[None]]
+
+
+async def ignore_progress(event: ProgressEvent) -> None:
+    """The default progress sink."""
+    del event

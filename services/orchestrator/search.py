@@ -1,0 +1,230 @@
+"""The seam between job plumbing and the pure strategies.
+
+The gateway calls :func:`validate_job` before enqueueing (bad input fails fast, naming the
+field, before any compute); the orchestrator worker calls :func:`run_search` with gRPC-backed
+(or any other) ``Policy``/``Verifier`` and a progress callback, and stores the returned
+``SearchTrace``. :func:`replay` re-runs a stored trace's job with the trace's seed and reports
+whether the same choices were made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from google.protobuf import json_format
+
+from services.common.errors import InvalidArgument
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.orchestrator.budget import Budget, Limits
+from services.orchestrator.interfaces import BudgetUsage, Message, Policy, ProgressEvent, Verifier
+from services.orchestrator.strategies import REGISTRY, build
+from services.orchestrator.strategies.base import (
+    Context,
+    Execution,
+    Sampling,
+    Strategy,
+    StrategyInput,
+    execute,
+)
+from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, compare_choices, splitmix64
+
+ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]
+
+DEFAULT_MAX_TOKENS = 1024
+ROLES = ("system", "user", "assistant", "tool")
+# A legacy completions prompt travels as one message with this role; the policy adapter
+# sends it as raw text instead of applying the chat template.
+RAW_PROMPT_ROLE = "raw"
+
+TERMINATIONS = {
+    "solved": orchestrator_pb2.TERMINATION_SOLVED,
+    "budget": orchestrator_pb2.TERMINATION_BUDGET,
+    "deadline": orchestrator_pb2.TERMINATION_DEADLINE,
+    "error": orchestrator_pb2.TERMINATION_ERROR,
+    "cancelled": orchestrator_pb2.TERMINATION_CANCELLED,
+    "completed": orchestrator_pb2.TERMINATION_COMPLETED,
+}
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    strategy: Strategy
+    problem: tuple[Message, ...]
+    sampling: Sampling
+    limits: Limits
+    seed: int
+
+
+def _problem(job: orchestrator_pb2.SearchJob) -> tuple[Message, ...]:
+    if job.messages:
+        for i, message in enumerate(job.messages):
+            if message.role not in ROLES:
+                raise InvalidArgument(f"unknown role {message.role!r}", field=f"messages[{i}].role")
+        return tuple(Message(m.role, m.content) for m in job.messages)
+    if job.prompt:
+        return (Message(RAW_PROMPT_ROLE, job.prompt),)
+    raise InvalidArgument("a job needs messages or a prompt", field="messages")
+
+
+def _limits(job: orchestrator_pb2.SearchJob) -> Limits:
+    budget = job.budget
+    if budget.max_generated_tokens <= 0:
+        raise InvalidArgument("the generated-token budget must be positive", field="budget.max_generated_tokens")
+    if not math.isfinite(budget.deadline_seconds) or budget.deadline_seconds < 0:
+        raise InvalidArgument("must be >= 0 (0 means no deadline)", field="budget.deadline_seconds")
+    return Limits(
+        max_generated_tokens=budget.max_generated_tokens,
+        max_policy_calls=budget.max_policy_calls,
+        max_verifier_calls=budget.max_verifier_calls,
+        deadline_seconds=budget.deadline_seconds,
+    )
+
+
+def _sampling(job: orchestrator_pb2.SearchJob, token_budget: int) -> Sampling:
+    if not (math.isfinite(job.temperature) and 0.0 <= job.temperature <= 2.0):
+        raise InvalidArgument("must be between 0 and 2", field="temperature")
+    if not (math.isfinite(job.top_p) and 0.0 <= job.top_p <= 1.0):
+        raise InvalidArgument("must be between 0 and 1", field="top_p")
+    max_tokens = job.max_tokens or min(DEFAULT_MAX_TOKENS, token_budget)
+    return Sampling(
+        temperature=job.temperature,
+        top_p=job.top_p or 1.0,
+        max_tokens=max_tokens,
+        stop=tuple(job.stop),
+    )
+
+
+def job_seed(job: orchestrator_pb2.SearchJob) -> int:
+    """The job's seed, or one derived from its id so that every run is reproducible."""
+    if job.HasField("seed"):
+        return int(job.seed)
+    digest = hashlib.sha256(job.job_id.encode()).digest()
+    return splitmix64(int.from_bytes(digest[:8], "big")) & 0x7FFFFFFF
+
+
+def prepare(job: orchestrator_pb2.SearchJob) -> PreparedJob:
+    """Validate every part of ``job`` and build its strategy; raises ``InvalidArgument``."""
+    name = job.strategy.name
+    if not name:
+        raise InvalidArgument("a strategy name is required", field="strategy.name")
+    if name not in REGISTRY:
+        raise InvalidArgument(f"unknown strategy {name!r}; known: {', '.join(sorted(REGISTRY))}", field="strategy.name")
+    problem = _problem(job)
+    limits = _limits(job)
+    sampling = _sampling(job, limits.max_generated_tokens)
+    params = json_format.MessageToDict(job.strategy.params) if job.strategy.HasField("params") else {}
+    spec = StrategyInput(
+        n=job.strategy.n,
+        verifier=job.strategy.verifier,
+        params=params,
+        reference=job.reference,
+        sampling=sampling,
+    )
+    return PreparedJob(build(name, spec), problem, sampling, limits, job_seed(job))
+
+
+def validate_job(job: orchestrator_pb2.SearchJob) -> None:
+    """Pure validation (no I/O): raises ``InvalidArgument`` naming the offending field."""
+    prepare(job)
+
+
+def usage_to_proto(usage: BudgetUsage) -> orchestrator_pb2.BudgetUse:
+    return orchestrator_pb2.BudgetUse(
+        generated_tokens=usage.generated_tokens,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        policy_calls=usage.policy_calls,
+        verifier_calls=usage.verifier_calls,
+        verifier_tokens=usage.verifier_tokens,
+        wall_seconds=usage.wall_seconds,
+    )
+
+
+def _render_prompt(problem: tuple[Message, ...]) -> str:
+    return "\n".join(f"{m.role}: {m.content}" for m in problem)
+
+
+def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context) -> orchestrator_pb2.SearchResult:
+    choice = execution.choice
+    finish = choice.finish_reason if choice is not None else "stop"
+    return orchestrator_pb2.SearchResult(
+        job_id=job.job_id,
+        answer=choice.text if choice is not None else "",
+        finish_reason="length" if finish in ("length", "abort") else "stop",
+        strategy=job.strategy.name,
+        termination=TERMINATIONS[execution.termination],
+        budget_used=usage_to_proto(ctx.budget.usage()),
+        candidates_generated=ctx.candidates_generated,
+        verifier_score=choice.score if choice is not None and choice.scored else 0.0,
+        verifier_passed=bool(choice is not None and choice.passed),
+        trace_id=job.job_id,
+        error=execution.error,
+        answer_tokens=choice.answer_tokens if choice is not None else 0,
+    )
+
+
+async def run_search(
+    job: orchestrator_pb2.SearchJob,
+    policy: Policy,
+    verifier: Verifier,
+    on_progress: ProgressCallback | None = None,
+    *,
+    is_cancelled: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] | None = None,
+) -> tuple[orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
+    """Run ``job``'s strategy under its budget. Never raises for policy/verifier failures or
+    budget exhaustion: the result's ``termination`` says why it stopped and ``answer`` holds
+    the best answer so far. Raises ``InvalidArgument`` for an invalid job."""
+    prepared = prepare(job)
+
+    async def progress(event: ProgressEvent) -> None:
+        if on_progress is not None:
+            await on_progress(
+                orchestrator_pb2.Progress(
+                    stage=event.stage, message=event.message, budget_used=usage_to_proto(event.usage)
+                )
+            )
+
+    budget = Budget(prepared.limits) if clock is None else Budget(prepared.limits, clock=clock)
+    trace = Trace(_render_prompt(prepared.problem), prepared.seed)
+    ctx = Context(
+        problem=prepared.problem,
+        policy=policy,
+        verifier=verifier,
+        budget=budget,
+        trace=trace,
+        seeds=SeedStream(prepared.seed),
+        sampling=prepared.sampling,
+        on_progress=progress,
+        is_cancelled=is_cancelled,
+    )
+    execution = await execute(prepared.strategy, ctx)
+    if execution.choice is not None:
+        trace.mark_chosen(execution.choice.node_id)
+    result = _result(job, execution, ctx)
+    stored_job = orchestrator_pb2.SearchJob()
+    stored_job.CopyFrom(job)
+    if not stored_job.HasField("seed"):
+        stored_job.seed = prepared.seed
+    search_trace = orchestrator_pb2.SearchTrace(
+        trace_id=result.trace_id, job=stored_job, nodes=trace.to_proto_nodes(), result=result
+    )
+    return result, search_trace
+
+
+async def replay(
+    trace: orchestrator_pb2.SearchTrace, policy: Policy, verifier: Verifier
+) -> tuple[ReplayComparison, orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
+    """Re-run a stored trace's job with its recorded seed and compare the decisions made.
+
+    On a deterministic engine the comparison ``matches``; a run cut by its deadline may
+    legitimately diverge (wall-clock is not replayable)."""
+    job = orchestrator_pb2.SearchJob()
+    job.CopyFrom(trace.job)
+    if not job.HasField("seed") and trace.nodes:
+        job.seed = trace.nodes[0].seed
+    result, replayed = await run_search(job, policy, verifier)
+    return compare_choices(list(trace.nodes), list(replayed.nodes)), result, replayed

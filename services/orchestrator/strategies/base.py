@@ -1,0 +1,387 @@
+"""What every strategy shares: its inputs, the search context and the runner.
+
+A strategy object holds only validated configuration (TreeQuest style); the per-run state
+lives in :class:`Context`, which is the strategy's only door to the policy, the verifier,
+the budget, the trace and the progress stream. Because every call goes through the context,
+budget accounting, seeds, tracing, deadline and error handling are written once:
+
+- a call the budget cannot afford raises :class:`~services.orchestrator.budget.StopSearch`;
+- a failing policy or verifier raises ``ComponentFailed`` (termination ``error``);
+- whatever the reason, :func:`execute` returns the best answer offered so far.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from services.common.errors import InvalidArgument
+from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
+from services.orchestrator.interfaces import (
+    AGGREGATIONS,
+    Aggregation,
+    Candidate,
+    Message,
+    Policy,
+    ProgressEvent,
+    ProgressFn,
+    Verdict,
+    Verifier,
+    VerifyCall,
+)
+from services.orchestrator.params import Params
+from services.orchestrator.trace import SeedStream, Trace, TraceNode
+
+logger = logging.getLogger(__name__)
+
+# Engines take at most this many candidates per call (policy.proto SamplingParams.n).
+MAX_BATCH = 64
+
+VERIFIERS: tuple[str, ...] = ("math_equivalence", "format", "code_tests", "orm", "prm", "ensemble")
+# Verifiers with a hard, objective verdict: their "passed" means solved.
+HARD_VERIFIERS: tuple[str, ...] = ("math_equivalence", "code_tests", "format")
+
+Termination = Literal["solved", "budget", "deadline", "error", "completed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StrategyInput:
+    """A strategy's raw configuration, as the job carries it (before validation)."""
+
+    n: int = 0
+    verifier: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    reference: str = ""
+    sampling: Sampling = field(default_factory=Sampling)
+
+
+@dataclass(frozen=True)
+class VerifierChoice:
+    """A validated verifier and the extra inputs it needs."""
+
+    name: str
+    aggregation: Aggregation = "min"
+    reference: str = ""
+    code: Mapping[str, Any] | None = None
+    format_pattern: str = ""
+    ensemble: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def hard(self) -> bool:
+        return self.name in HARD_VERIFIERS
+
+
+def read_verifier(
+    spec: StrategyInput, params: Params, *, default: str, default_aggregation: Aggregation = "min"
+) -> VerifierChoice:
+    """Validate the verifier a strategy will use and everything it requires, naming fields."""
+    name = spec.verifier or default
+    if name not in VERIFIERS:
+        raise InvalidArgument(f"unknown verifier {name!r}; known: {', '.join(VERIFIERS)}", field="strategy.verifier")
+    aggregation = params.string("aggregation", default_aggregation, choices=AGGREGATIONS)
+    format_pattern = params.string("format_pattern", "")
+    code = params.mapping("code")
+    raw_ensemble = params.mapping("ensemble")
+    if name == "math_equivalence" and not spec.reference.strip():
+        raise InvalidArgument("verifier 'math_equivalence' needs a reference answer", field="reference")
+    if name == "format" and not format_pattern:
+        raise InvalidArgument("verifier 'format' needs strategy.params.format_pattern", field="strategy.verifier")
+    if name == "code_tests" and not (code and code.get("tests")):
+        raise InvalidArgument("verifier 'code_tests' needs strategy.params.code.tests", field="strategy.verifier")
+    ensemble: tuple[tuple[str, float], ...] = ()
+    if name == "ensemble":
+        if not raw_ensemble:
+            raise InvalidArgument(
+                "verifier 'ensemble' needs strategy.params.ensemble {name: weight}", field="strategy.params.ensemble"
+            )
+        for member, weight in raw_ensemble.items():
+            if member not in VERIFIERS or member == "ensemble":
+                raise InvalidArgument(f"unknown ensemble member {member!r}", field="strategy.params.ensemble")
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+                raise InvalidArgument(f"weight of {member!r} must be >= 0", field="strategy.params.ensemble")
+        ensemble = tuple((str(k), float(v)) for k, v in raw_ensemble.items())
+    return VerifierChoice(
+        name=name,
+        aggregation=aggregation,  # type: ignore[arg-type]
+        reference=spec.reference,
+        code=code,
+        format_pattern=format_pattern,
+        ensemble=ensemble,
+    )
+
+
+def read_n(spec: StrategyInput, default: int, *, minimum: int = 1, maximum: int = 256) -> int:
+    n = spec.n or default
+    if not minimum <= n <= maximum:
+        raise InvalidArgument(f"must be between {minimum} and {maximum}, got {n}", field="strategy.n")
+    return n
+
+
+@dataclass
+class Choice:
+    """An answer a strategy would return now. ``scored`` is False until a verifier judged it."""
+
+    text: str
+    node_id: str
+    finish_reason: str = "stop"
+    answer_tokens: int = 0
+    score: float = 0.0
+    passed: bool = False
+    scored: bool = False
+
+    def rank(self) -> tuple[bool, bool, float]:
+        return (self.scored, self.passed, self.score)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    choice: Choice | None
+    termination: Termination = "completed"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A candidate together with the trace node that records it."""
+
+    node: TraceNode
+    candidate: Candidate
+
+    @property
+    def text(self) -> str:
+        return self.candidate.text
+
+
+class Context:
+    """Per-run state and the only way a strategy reaches the policy, verifier and budget."""
+
+    def __init__(
+        self,
+        *,
+        problem: Sequence[Message],
+        policy: Policy,
+        verifier: Verifier,
+        budget: Budget,
+        trace: Trace,
+        seeds: SeedStream,
+        sampling: Sampling,
+        on_progress: ProgressFn,
+        is_cancelled: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.problem = tuple(problem)
+        self.policy = policy
+        self.verifier = verifier
+        self.budget = budget
+        self.trace = trace
+        self.seeds = seeds
+        self.sampling = sampling
+        self._on_progress = on_progress
+        self._is_cancelled = is_cancelled
+        self.best: Choice | None = None
+        self.candidates_generated = 0
+
+    # -- answers -----------------------------------------------------------------------
+    def offer(self, choice: Choice, *, force: bool = False) -> None:
+        """Record ``choice`` as the answer to return if the search stops now.
+
+        Without ``force`` it only replaces a worse-ranked choice (unscored < scored,
+        failed < passed, then by score); strategies force their current decision."""
+        if force or self.best is None or choice.rank() > self.best.rank():
+            self.best = choice
+
+    async def progress(self, stage: str, message: str) -> None:
+        try:
+            await self._on_progress(ProgressEvent(stage=stage, message=message, usage=self.budget.usage()))
+        except Exception:  # a broken progress sink must not kill the search
+            logger.warning("progress callback failed", exc_info=True)
+
+    # -- calls ---------------------------------------------------------------------------
+    def _check_cancelled(self) -> None:
+        if self._is_cancelled():
+            raise Cancelled("the job was cancelled")
+
+    async def _bounded(self, awaitable: Any) -> Any:
+        left = self.budget.time_left()
+        if left is None:
+            return await awaitable
+        try:
+            return await asyncio.wait_for(awaitable, timeout=max(left, 0.001))
+        except TimeoutError as err:
+            raise DeadlineReached(f"deadline of {self.budget.limits.deadline_seconds:g}s reached") from err
+
+    async def generate(
+        self,
+        n: int,
+        *,
+        parent_id: str,
+        action: str = "generate",
+        assistant_prefix: str = "",
+        messages: Sequence[Message] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+        logprobs: bool = False,
+        offer: bool = True,
+    ) -> list[Generated]:
+        """Generate ``n`` candidates of one prompt (one engine call per ``MAX_BATCH``).
+
+        The budget may shrink the call (fewer tokens each, or fewer candidates); every
+        candidate becomes a trace node under ``parent_id``. Empty results are allowed —
+        strategies must handle an empty expansion."""
+        results: list[Generated] = []
+        remaining = n
+        while remaining > 0:
+            self._check_cancelled()
+            want = min(remaining, MAX_BATCH)
+            count, tokens = self.budget.reserve_policy_call(want, max_tokens or self.sampling.max_tokens)
+            seeds = self.seeds.take(count)
+            try:
+                generation = await self._bounded(
+                    self.policy.generate(
+                        messages if messages is not None else self.problem,
+                        assistant_prefix=assistant_prefix,
+                        n=count,
+                        seeds=seeds,
+                        max_tokens=tokens,
+                        temperature=self.sampling.temperature if temperature is None else temperature,
+                        top_p=self.sampling.top_p,
+                        stop=tuple(self.sampling.stop if stop is None else stop),
+                        logprobs=logprobs,
+                    )
+                )
+            except StopSearch:
+                self.budget.release(count, tokens)
+                self.budget.charge_failed_policy_call()
+                raise
+            except Exception as err:
+                self.budget.release(count, tokens)
+                self.budget.charge_failed_policy_call()
+                raise ComponentFailed(f"policy failed: {err}") from err
+            self.budget.release(count, tokens)
+            self.budget.charge_generation(generation)
+            for i, candidate in enumerate(generation.candidates):
+                seed = candidate.seed or (seeds[i] if i < len(seeds) else 0)
+                node = self.trace.add(
+                    parent_id, action, text=candidate.text, seed=seed, tokens=candidate.completion_tokens
+                )
+                results.append(Generated(node, candidate))
+                self.candidates_generated += 1
+                if offer and candidate.text.strip():
+                    self.offer(
+                        Choice(
+                            text=assistant_prefix + candidate.text,
+                            node_id=node.id,
+                            finish_reason=candidate.finish_reason,
+                            answer_tokens=candidate.completion_tokens,
+                        )
+                    )
+            remaining -= want
+            if count < want:  # the budget shrank this call: nothing is left for more
+                break
+        return results
+
+    async def verify(
+        self,
+        verifier: VerifierChoice,
+        texts: Sequence[str],
+        node_ids: Sequence[str] = (),
+        *,
+        problem: Sequence[Message] | None = None,
+        aggregation: Aggregation | None = None,
+    ) -> list[Verdict]:
+        """Score ``texts`` in one verifier call; scores are clamped into [0, 1] (NaN → 0) and
+        written onto the trace nodes ``node_ids``."""
+        if not texts:
+            return []
+        self._check_cancelled()
+        self.budget.reserve_verifier_call()
+        call = VerifyCall(
+            verifier=verifier.name,
+            problem=tuple(problem if problem is not None else self.problem),
+            candidates=tuple(texts),
+            reference=verifier.reference,
+            aggregation=aggregation or verifier.aggregation,
+            code=verifier.code,
+            format_pattern=verifier.format_pattern,
+            ensemble=verifier.ensemble,
+        )
+        try:
+            verification = await self._bounded(self.verifier.verify(call))
+        except StopSearch:
+            self.budget.charge_verification(None)
+            raise
+        except Exception as err:
+            self.budget.charge_verification(None)
+            raise ComponentFailed(f"verifier failed: {err}") from err
+        self.budget.charge_verification(verification)
+        if len(verification.verdicts) != len(texts):
+            raise ComponentFailed(
+                f"verifier returned {len(verification.verdicts)} verdicts for {len(texts)} candidates"
+            )
+        verdicts = [
+            Verdict(
+                score=Verdict.clamp(v.score),
+                passed=bool(v.passed),
+                step_scores=tuple(Verdict.clamp(s) for s in v.step_scores),
+                feedback=v.feedback,
+                extracted_answer=v.extracted_answer,
+            )
+            for v in verification.verdicts
+        ]
+        for node_id, verdict in zip(node_ids, verdicts, strict=False):
+            self.trace.get(node_id).score = verdict.score
+        return verdicts
+
+
+class Strategy(abc.ABC):
+    """A configured test-time strategy. Construct with :meth:`from_input` (validates)."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def from_input(cls, spec: StrategyInput) -> Strategy:
+        """Validate ``spec`` and build the strategy; raises ``InvalidArgument`` naming the field."""
+
+    @abc.abstractmethod
+    async def run(self, ctx: Context) -> Outcome:
+        """Run to completion; may raise ``StopSearch`` (the runner keeps the best so far)."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    choice: Choice | None
+    termination: Termination
+    error: str = ""
+
+
+async def execute(strategy: Strategy, ctx: Context) -> Execution:
+    """Run ``strategy`` and always come back with the best answer so far and a reason."""
+    try:
+        outcome = await strategy.run(ctx)
+    except StopSearch as stop:
+        await ctx.progress("stop", f"stopped ({stop.termination}): {stop}")
+        error = str(stop) if stop.termination in ("error", "cancelled") else ""
+        return Execution(ctx.best, stop.termination, error)  # type: ignore[arg-type]
+    except Exception as err:  # a strategy bug: report it, keep the answer we have
+        logger.exception("strategy %s crashed", strategy.name)
+        return Execution(ctx.best, "error", f"internal error in {strategy.name}: {err}")
+    choice = outcome.choice if outcome.choice is not None else ctx.best
+    return Execution(choice, outcome.termination)
+
+
+def safe_mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else 0.0

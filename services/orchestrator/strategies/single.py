@@ -1,0 +1,47 @@
+"""Single sample: one greedy (temperature 0) or sampled answer — the baseline every other
+strategy is compared against. With a verifier it also reports that answer's score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from services.orchestrator.params import Params
+from services.orchestrator.strategies.base import (
+    Choice,
+    Context,
+    Outcome,
+    Strategy,
+    StrategyInput,
+    VerifierChoice,
+    read_n,
+    read_verifier,
+)
+
+
+@dataclass(frozen=True)
+class Single(Strategy):
+    name: ClassVar[str] = "single"
+    verifier: VerifierChoice | None = None
+
+    @classmethod
+    def from_input(cls, spec: StrategyInput) -> Single:
+        read_n(spec, 1, maximum=1)
+        params = Params(spec.params)
+        verifier = read_verifier(spec, params, default="orm") if spec.verifier else None
+        params.finish()
+        return cls(verifier=verifier)
+
+    async def run(self, ctx: Context) -> Outcome:
+        await ctx.progress("generate", "Generating one answer.")
+        generated = await ctx.generate(1, parent_id=ctx.trace.root.id)
+        if not generated:
+            return Outcome(None)
+        g = generated[0]
+        choice = Choice(g.text, g.node.id, g.candidate.finish_reason, g.candidate.completion_tokens)
+        ctx.offer(choice, force=True)
+        if self.verifier is not None and g.text.strip():
+            verdict = (await ctx.verify(self.verifier, [g.text], [g.node.id]))[0]
+            choice.score, choice.passed, choice.scored = verdict.score, verdict.passed, True
+        solved = self.verifier is not None and self.verifier.hard and choice.passed
+        return Outcome(choice, "solved" if solved else "completed")

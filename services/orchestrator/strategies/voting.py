@@ -1,0 +1,169 @@
+"""Self-consistency (normalized majority vote) and verifier-weighted voting.
+
+Candidates are clustered by :func:`services.common.answers.normalize_for_vote`, so
+``1,000``, ``1000.0`` and ``\\boxed{1000}`` vote together. Candidates without an
+extractable answer do not vote (unless no candidate has one).
+
+Ties are broken, in order, by: (1) the cluster's total weight (count, or summed verifier
+score); (2) the higher mean token log-probability of the cluster's members, when the
+engine returned log-probabilities for them; (3) the cluster whose first member came
+earliest. The returned text is the cluster's first member that finished with ``stop``
+(else its first member).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from services.common.answers import normalize_for_vote
+from services.orchestrator.interfaces import Candidate
+from services.orchestrator.params import Params
+from services.orchestrator.strategies.base import (
+    Choice,
+    Context,
+    Generated,
+    Outcome,
+    Strategy,
+    StrategyInput,
+    VerifierChoice,
+    read_n,
+    read_verifier,
+    safe_mean,
+)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    key: str
+    members: tuple[int, ...]
+    weight: float
+    mean_logprob: float | None
+
+
+def clusters(keys: Sequence[str], weights: Sequence[float], candidates: Sequence[Candidate]) -> list[Cluster]:
+    """Group candidate indices by vote key, in order of first appearance."""
+    order: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        order.setdefault(key, []).append(i)
+    result = []
+    for key, members in order.items():
+        lps = [candidates[i].mean_logprob for i in members]
+        known = [lp for lp in lps if lp is not None]
+        result.append(
+            Cluster(
+                key=key,
+                members=tuple(members),
+                weight=sum(weights[i] for i in members),
+                mean_logprob=safe_mean(known) if known else None,
+            )
+        )
+    return result
+
+
+def vote(keys: Sequence[str], weights: Sequence[float], candidates: Sequence[Candidate]) -> Cluster | None:
+    """The winning cluster under the documented tie-break, ``None`` when there are no candidates."""
+    groups = clusters(keys, weights, candidates)
+    voting = [c for c in groups if c.key] or groups
+    if not voting:
+        return None
+    use_logprobs = all(c.mean_logprob is not None for c in voting)
+
+    def rank(c: Cluster) -> tuple[float, float, int]:
+        lp = c.mean_logprob if use_logprobs and c.mean_logprob is not None else 0.0
+        return (round(c.weight, 12), lp, -c.members[0])
+
+    return max(voting, key=rank)
+
+
+def representative(cluster: Cluster, generated: Sequence[Generated]) -> Generated:
+    for i in cluster.members:
+        if generated[i].candidate.finish_reason == "stop":
+            return generated[i]
+    return generated[cluster.members[0]]
+
+
+async def _vote_and_choose(
+    ctx: Context,
+    generated: list[Generated],
+    weights: list[float],
+    scores: list[float] | None,
+    passed: list[bool] | None,
+    stage: str,
+) -> Outcome:
+    candidates = [g.candidate for g in generated]
+    keys = [normalize_for_vote(c.text) for c in candidates]
+    winner = vote(keys, weights, candidates)
+    if winner is None:
+        return Outcome(None)
+    chosen = representative(winner, generated)
+    chosen_index = generated.index(chosen)
+    total = sum(weights) or 1.0
+    ctx.trace.add(ctx.trace.root.id, "vote", text=winner.key, score=winner.weight / total, visits=len(winner.members))
+    await ctx.progress(
+        stage,
+        f"Vote: {len(winner.members)} of {len(generated)} candidates agree on {winner.key or '(no answer)'!r}.",
+    )
+    score = safe_mean([scores[i] for i in winner.members]) if scores is not None else winner.weight / total
+    choice = Choice(
+        text=chosen.text,
+        node_id=chosen.node.id,
+        finish_reason=chosen.candidate.finish_reason,
+        answer_tokens=chosen.candidate.completion_tokens,
+        score=score,
+        passed=passed[chosen_index] if passed is not None else False,
+        scored=scores is not None,
+    )
+    ctx.offer(choice, force=True)
+    return Outcome(choice)
+
+
+@dataclass(frozen=True)
+class SelfConsistency(Strategy):
+    name: ClassVar[str] = "self_consistency"
+    n: int = 8
+    logprobs: bool = True
+
+    @classmethod
+    def from_input(cls, spec: StrategyInput) -> SelfConsistency:
+        n = read_n(spec, 8, minimum=1)
+        params = Params(spec.params)
+        logprobs = params.boolean("logprobs", True)
+        params.finish()
+        return cls(n=n, logprobs=logprobs)
+
+    async def run(self, ctx: Context) -> Outcome:
+        await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
+        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
+        return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote")
+
+
+@dataclass(frozen=True)
+class WeightedVote(Strategy):
+    """Each cluster's weight is the sum of its members' verifier scores."""
+
+    name: ClassVar[str] = "weighted_vote"
+    n: int
+    verifier: VerifierChoice
+
+    @classmethod
+    def from_input(cls, spec: StrategyInput) -> WeightedVote:
+        n = read_n(spec, 8, minimum=1)
+        params = Params(spec.params)
+        verifier = read_verifier(spec, params, default="orm")
+        params.finish()
+        return cls(n=n, verifier=verifier)
+
+    async def run(self, ctx: Context) -> Outcome:
+        await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
+        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=True)
+        if not generated:
+            return Outcome(None)
+        await ctx.progress("score", f"Scoring {len(generated)} candidates with the {self.verifier.name} verifier.")
+        verdicts = await ctx.verify(self.verifier, [g.text for g in generated], [g.node.id for g in generated])
+        scores = [v.score for v in verdicts]
+        outcome = await _vote_and_choose(ctx, generated, scores, scores, [v.passed for v in verdicts], "vote")
+        if outcome.choice is not None and self.verifier.hard and outcome.choice.passed:
+            return Outcome(outcome.choice, "solved")
+        return outcome

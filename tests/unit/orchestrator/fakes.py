@@ -1,0 +1,142 @@
+"""Scripted policies and verifiers: deterministic functions of (prompt, prefix, seed).
+
+They implement the same protocols as the gRPC adapters, so strategies are exercised exactly
+as in production, minus the network. Token counts are whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from services.orchestrator.interfaces import Candidate, Generation, Message, Verdict, Verification, VerifyCall
+
+
+@dataclass(frozen=True)
+class PolicyCall:
+    messages: tuple[Message, ...]
+    assistant_prefix: str
+    n: int
+    seeds: tuple[int, ...]
+    max_tokens: int
+    temperature: float
+    stop: tuple[str, ...]
+    logprobs: bool
+
+
+Respond = Callable[[PolicyCall, int, int], str]  # (call, index, seed) -> text
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def truncate(text: str, max_tokens: int) -> tuple[str, str]:
+    parts = text.split(" ")
+    if words(text) <= max_tokens:
+        return text, "stop"
+    kept: list[str] = []
+    count = 0
+    for part in parts:
+        if part.strip():
+            count += 1
+        if count > max_tokens:
+            break
+        kept.append(part)
+    return " ".join(kept), "length"
+
+
+@dataclass
+class ScriptedPolicy:
+    respond: Respond
+    fail_on_call: int | None = None  # 1-based index of the call that raises
+    empty_on_call: int | None = None  # 1-based index of the call that returns no candidates
+    logprob: Callable[[str], float] = lambda text: -0.1 * (len(text) % 7)
+    calls: list[PolicyCall] = field(default_factory=list)
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        assistant_prefix: str,
+        n: int,
+        seeds: Sequence[int],
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        stop: Sequence[str],
+        logprobs: bool,
+    ) -> Generation:
+        del top_p
+        call = PolicyCall(
+            tuple(messages), assistant_prefix, n, tuple(seeds), max_tokens, temperature, tuple(stop), logprobs
+        )
+        self.calls.append(call)
+        if self.fail_on_call == len(self.calls):
+            raise RuntimeError("engine crashed")
+        if self.empty_on_call == len(self.calls):
+            return Generation(candidates=(), prompt_tokens=10)
+        candidates = []
+        for i, seed in enumerate(seeds):
+            text, finish = truncate(self.respond(call, i, seed), max_tokens)
+            lps = tuple([self.logprob(text)] * max(1, words(text))) if logprobs else ()
+            candidates.append(Candidate(text, finish, words(text), seed, lps))  # type: ignore[arg-type]
+        return Generation(tuple(candidates), prompt_tokens=10 + words(assistant_prefix))
+
+
+def answers_by_seed(answers: Sequence[str]) -> Respond:
+    """Each candidate answers ``answers[seed % len(answers)]`` after one reasoning line."""
+
+    def respond(call: PolicyCall, index: int, seed: int) -> str:
+        del call, index
+        return f"Let me think step by step.\n\nThe answer is {answers[seed % len(answers)]}."
+
+    return respond
+
+
+def stepwise(answers: Sequence[str], steps: int = 3) -> Respond:
+    """A solution of ``steps`` reasoning steps then a final answer; honours a "\\n\\n" stop by
+    returning one step at a time (step-level search), otherwise the rest of the solution."""
+
+    def respond(call: PolicyCall, index: int, seed: int) -> str:
+        del index
+        done = call.assistant_prefix.count("\n\n")
+        lines = [f"Step {k + 1}: work on part {k + 1} (variant {seed % 3})." for k in range(steps)]
+        lines.append(f"The answer is {answers[seed % len(answers)]}.")
+        remaining = lines[done:] if done < len(lines) else []
+        if not remaining:
+            return ""
+        if "\n\n" in call.stop:
+            return remaining[0]
+        return "\n\n".join(remaining)
+
+    return respond
+
+
+ScoreFn = Callable[[str], float]
+
+
+@dataclass
+class ScriptedVerifier:
+    score: ScoreFn
+    passed: Callable[[str], bool] | None = None
+    fail_on_call: int | None = None
+    tokens_per_candidate: int = 0
+    calls: list[VerifyCall] = field(default_factory=list)
+
+    async def verify(self, call: VerifyCall) -> Verification:
+        self.calls.append(call)
+        if self.fail_on_call == len(self.calls):
+            raise RuntimeError("verifier crashed")
+        verdicts = []
+        for text in call.candidates:
+            s = self.score(text)
+            ok = self.passed(text) if self.passed is not None else (math.isfinite(s) and s >= 0.5)
+            steps = tuple(s for _ in text.split("\n\n"))
+            verdicts.append(Verdict(score=s, passed=ok, step_scores=steps, feedback=f"score {s}"))
+        return Verification(tuple(verdicts), prompt_tokens=self.tokens_per_candidate * len(call.candidates))
+
+
+def contains(answer: str, hit: float = 1.0, miss: float = 0.1) -> ScoreFn:
+    return lambda text: hit if f"answer is {answer}" in text else miss

@@ -1,0 +1,120 @@
+"""The seam: job validation, result/trace conversion and replay."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import struct_pb2
+
+from services.common.errors import InvalidArgument
+from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
+from services.orchestrator.search import replay, run_search, validate_job
+from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+
+
+def make_job(
+    name: str = "self_consistency", *, n: int = 5, tokens: int = 1000, **params: object
+) -> orchestrator_pb2.SearchJob:
+    struct = struct_pb2.Struct()
+    struct.update(params)
+    return orchestrator_pb2.SearchJob(
+        job_id="job-1",
+        messages=[common_pb2.ChatMessage(role="user", content="What is 6*7?")],
+        strategy=orchestrator_pb2.StrategySpec(name=name, n=n, params=struct),
+        budget=orchestrator_pb2.Budget(max_generated_tokens=tokens),
+        temperature=0.7,
+        max_tokens=64,
+        seed=1234,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda j: setattr(j.strategy, "name", "nope"), "strategy.name"),
+        (lambda j: setattr(j.strategy, "name", ""), "strategy.name"),
+        (lambda j: setattr(j.budget, "max_generated_tokens", 0), "budget.max_generated_tokens"),
+        (lambda j: setattr(j.budget, "deadline_seconds", -1), "budget.deadline_seconds"),
+        (lambda j: setattr(j, "temperature", 3.0), "temperature"),
+        (lambda j: setattr(j, "top_p", 1.5), "top_p"),
+        (lambda j: setattr(j.strategy, "n", 100000), "strategy.n"),
+        (lambda j: j.strategy.params.update({"bogus": 1}), "strategy.params.bogus"),
+        (lambda j: j.ClearField("messages"), "messages"),
+        (lambda j: setattr(j.messages[0], "role", "robot"), "messages[0].role"),
+    ],
+)
+def test_validate_job_names_the_field(mutate, field: str) -> None:
+    job = make_job()
+    mutate(job)
+    with pytest.raises(InvalidArgument) as err:
+        validate_job(job)
+    assert err.value.field == field
+
+
+def test_verifier_that_needs_a_reference_is_rejected_before_compute() -> None:
+    job = make_job("weighted_vote")
+    job.strategy.verifier = "math_equivalence"
+    with pytest.raises(InvalidArgument) as err:
+        validate_job(job)
+    assert err.value.field == "reference"
+    job.reference = "42"
+    validate_job(job)
+
+
+async def test_invalid_job_spends_nothing() -> None:
+    policy = ScriptedPolicy(answers_by_seed(["42"]))
+    job = make_job(tokens=0)
+    with pytest.raises(InvalidArgument):
+        await run_search(job, policy, ScriptedVerifier(contains("42")))
+    assert policy.calls == []
+
+
+async def test_run_search_result_and_trace() -> None:
+    events: list[orchestrator_pb2.Progress] = []
+
+    async def on_progress(p: orchestrator_pb2.Progress) -> None:
+        events.append(p)
+
+    policy = ScriptedPolicy(answers_by_seed(["42", "42", "41"]))
+    result, trace = await run_search(make_job(), policy, ScriptedVerifier(contains("42")), on_progress)
+    assert result.termination == orchestrator_pb2.TERMINATION_COMPLETED
+    assert "42" in result.answer
+    assert result.candidates_generated == 5
+    assert result.budget_used.policy_calls == 1  # one batched call for all five
+    assert result.budget_used.generated_tokens == sum(n.tokens for n in trace.nodes)
+    assert result.trace_id == trace.trace_id == "job-1"
+    assert trace.job.seed == 1234 and trace.nodes[0].action == "prompt"
+    assert any(n.chosen and n.action == "generate" for n in trace.nodes)
+    assert events and events[-1].budget_used.generated_tokens > 0
+
+
+async def test_job_without_seed_is_still_reproducible() -> None:
+    job = make_job()
+    job.ClearField("seed")
+    policy = ScriptedPolicy(answers_by_seed(["1", "2", "3", "4"]))
+    _, first = await run_search(job, policy, ScriptedVerifier(contains("1")))
+    _, second = await run_search(job, policy, ScriptedVerifier(contains("1")))
+    assert [n.seed for n in first.nodes] == [n.seed for n in second.nodes]
+    assert first.job.HasField("seed")
+
+
+async def test_replay_matches_and_detects_divergence() -> None:
+    policy = ScriptedPolicy(answers_by_seed(["7", "8", "7"]))
+    verifier = ScriptedVerifier(contains("7"))
+    _, trace = await run_search(make_job(), policy, verifier)
+    comparison, _, _ = await replay(trace, policy, verifier)
+    assert comparison.matches and comparison.texts_match
+    # A different engine (answers do not depend on the seed the same way) diverges.
+    other = ScriptedPolicy(answers_by_seed(["8", "7"]))
+    comparison, _, _ = await replay(trace, other, verifier)
+    assert not comparison.matches
+    assert comparison.first_divergence is not None
+
+
+async def test_grpc_style_progress_sink_failure_does_not_kill_the_search() -> None:
+    async def broken(p: orchestrator_pb2.Progress) -> None:
+        raise RuntimeError("redis down")
+
+    result, _ = await run_search(
+        make_job("single", n=1), ScriptedPolicy(answers_by_seed(["3"])), ScriptedVerifier(contains("3")), broken
+    )
+    assert result.termination == orchestrator_pb2.TERMINATION_COMPLETED
