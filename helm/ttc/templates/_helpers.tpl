@@ -1,0 +1,187 @@
+{{/*
+Shared pieces of every workload. Each component template passes (dict "root" $ "name" "<component>")
+so labels, images, security contexts and wiring env are written once.
+*/}}
+
+{{- define "ttc.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ttc.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of one component's objects: <fullname>-<component>. */}}
+{{- define "ttc.componentName" -}}
+{{- printf "%s-%s" (include "ttc.fullname" .root) .name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ttc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ttc.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{- define "ttc.labels" -}}
+{{ include "ttc.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: ttc-serve
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "ttc.serviceAccountName" -}}
+{{- default (include "ttc.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Fixed ports of each service: the services' defaults, kept identical in compose. */}}
+{{- define "ttc.grpcPort" -}}
+{{- get (dict "policy" 50051 "verifier" 50052 "sandbox" 50053 "orchestrator" 50054) .name -}}
+{{- end -}}
+
+{{- define "ttc.metricsPort" -}}
+{{- get (dict "policy" 9101 "verifier" 9102 "sandbox" 9103 "orchestrator" 9104 "gateway" 8000) .name -}}
+{{- end -}}
+
+{{/*
+Target of a component's gRPC Service. The Services are headless so that a client resolving
+dns:/// sees every pod and can spread calls (round_robin) instead of pinning one HTTP/2
+connection to one pod behind a ClusterIP.
+*/}}
+{{- define "ttc.grpcTarget" -}}
+{{- printf "dns:///%s:%s" (include "ttc.componentName" .) (include "ttc.grpcPort" .) -}}
+{{- end -}}
+
+{{- define "ttc.image" -}}
+{{- $comp := index .root.Values .name -}}
+{{- $tag := $comp.image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
+{{- printf "%s:%s" $comp.image.repository $tag -}}
+{{- end -}}
+
+{{- define "ttc.redisUrl" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "redis://%s:6379/0" (include "ttc.componentName" (dict "root" . "name" "redis")) -}}
+{{- else -}}
+{{- required "redis.externalUrl is required when redis.enabled is false" .Values.redis.externalUrl -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The container's env: settings every service reads (services/common/settings.py), the
+component's own port settings, the wiring passed in .env (a name -> value dict), and last the
+user's env map, which wins over all of them. Rendered sorted, without duplicates.
+*/}}
+{{- define "ttc.env" -}}
+{{- $v := .root.Values -}}
+{{- $prefix := printf "TTC_%s_" (upper .name) -}}
+{{- $env := dict
+  "TTC_LOG_LEVEL" $v.global.logLevel
+  "TTC_LOG_JSON" $v.global.logJson
+  "TTC_OTEL_ENDPOINT" $v.global.otelEndpoint
+  "TTC_REDIS_URL" (include "ttc.redisUrl" .root)
+  (printf "%sHOST" $prefix) "0.0.0.0"
+  (printf "%sPORT" $prefix) (ternary "8000" (include "ttc.grpcPort" .) (eq .name "gateway"))
+-}}
+{{- if ne .name "gateway" -}}
+{{- $_ := set $env (printf "%sMETRICS_PORT" $prefix) (include "ttc.metricsPort" .) -}}
+{{- end -}}
+{{- /* A sandbox without egress cannot reach a collector; don't let it retry exports forever. */ -}}
+{{- if and (eq .name "sandbox") $v.sandbox.networkPolicy.enabled -}}
+{{- $_ := set $env "TTC_OTEL_ENDPOINT" "" -}}
+{{- end -}}
+{{- $env = merge (deepCopy ((index $v .name).env | default dict)) (.env | default dict) $env -}}
+{{- range $key := keys $env | sortAlpha }}
+- name: {{ $key }}
+  value: {{ index $env $key | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "ttc.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.global.runAsUser }}
+runAsGroup: {{ .Values.global.runAsUser }}
+fsGroup: {{ .Values.global.runAsUser }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "ttc.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* nodeSelector, tolerations, affinity and pull secrets of a component's pod spec. */}}
+{{- define "ttc.scheduling" -}}
+{{- $comp := index .root.Values .name -}}
+{{- with .root.Values.global.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $comp.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $comp.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $comp.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod template metadata with a checksum of the chart's config so a changed value rolls pods. */}}
+{{- define "ttc.podMetadata" -}}
+{{- $comp := index .root.Values .name -}}
+metadata:
+  labels:
+    {{- include "ttc.labels" . | nindent 4 }}
+  annotations:
+    {{- with $comp.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    checksum/values: {{ toJson $comp | sha256sum | trunc 16 | quote }}
+{{- end -}}
+
+{{/* Native gRPC probes against grpc.health.v1 (Kubernetes >= 1.27). */}}
+{{- define "ttc.grpcProbes" -}}
+readinessProbe:
+  grpc:
+    port: {{ include "ttc.grpcPort" . }}
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: 3
+livenessProbe:
+  grpc:
+    port: {{ include "ttc.grpcPort" . }}
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 6
+startupProbe:
+  grpc:
+    port: {{ include "ttc.grpcPort" . }}
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: {{ .startupFailures | default 24 }}
+{{- end -}}
+
+{{/* Scratch space for a read-only root filesystem. */}}
+{{- define "ttc.tmpVolumeMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{- define "ttc.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .sizeLimit | default "256Mi" }}
+{{- end -}}
