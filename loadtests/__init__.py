@@ -1,0 +1,1 @@
+"""Cost-versus-accuracy load tests: the runner, report, calibration and locust file."""

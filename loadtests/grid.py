@@ -1,0 +1,130 @@
+"""The grid a load test sweeps: reasoning efforts x pinned strategies.
+
+A cell is one effort with either free routing (``auto``: the gateway picks strategy and budget
+from its routing table) or a pinned strategy, optionally with its sample count and token
+budget. Specs are parsed and validated here, before any request is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Effort names the OpenAI API defines (PRIMER §8); the gateway accepts these.
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# Strategy names of ttc.v1.StrategySpec.name (proto/ttc/v1/orchestrator.proto).
+STRATEGIES = (
+    "single",
+    "self_consistency",
+    "weighted_vote",
+    "best_of_n",
+    "beam_search",
+    "dvts",
+    "mcts",
+    "ab_mcts_a",
+    "ab_mcts_m",
+    "budget_forcing",
+    "revision",
+)
+AUTO = "auto"
+
+
+class GridError(ValueError):
+    """A grid spec that cannot be run; the message names the offending value."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell. ``strategy is None`` means the gateway routes freely."""
+
+    effort: str
+    strategy: str | None = None
+    n: int | None = None
+    token_budget: int | None = None
+    verifier: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The pinned-strategy label used in records and reports (``auto`` when routed)."""
+        if self.strategy is None:
+            return ""
+        parts = [self.strategy]
+        if self.n is not None:
+            parts.append(f"n={self.n}")
+        if self.token_budget is not None:
+            parts.append(f"budget={self.token_budget}")
+        if self.verifier:
+            parts.append(f"verifier={self.verifier}")
+        return ":".join(parts)
+
+    def extension(self) -> dict[str, Any] | None:
+        """The request's pinning object, or ``None`` for free routing."""
+        if self.strategy is None:
+            return None
+        ext: dict[str, Any] = {"strategy": self.strategy}
+        if self.n is not None:
+            ext["n"] = self.n
+        if self.token_budget is not None:
+            ext["max_reasoning_tokens"] = self.token_budget
+        if self.verifier:
+            ext["verifier"] = self.verifier
+        return ext
+
+
+def parse_strategy(
+    spec: str, known: tuple[str, ...] = STRATEGIES
+) -> tuple[str | None, int | None, int | None, str | None]:
+    """``auto`` | ``name[:n=N][:budget=T][:verifier=V]`` (``name:N`` is short for ``name:n=N``)."""
+    spec = spec.strip()
+    if not spec:
+        raise GridError("strategy: empty entry in the strategy list")
+    if spec == AUTO:
+        return None, None, None, None
+    name, *options = spec.split(":")
+    if name not in known:
+        raise GridError(f"strategy: unknown strategy {name!r}; known: {AUTO}, {', '.join(known)}")
+    n = budget = None
+    verifier = None
+    for option in options:
+        key, _, value = option.partition("=")
+        if not value:
+            key, value = "n", key
+        try:
+            if key == "n":
+                n = int(value)
+                if n < 1:
+                    raise ValueError
+            elif key == "budget":
+                budget = int(value)
+                if budget < 1:
+                    raise ValueError
+            elif key == "verifier":
+                verifier = value
+            else:
+                raise GridError(f"strategy: unknown option {key!r} in {spec!r} (use n=, budget=, verifier=)")
+        except ValueError as exc:
+            raise GridError(f"strategy: {key} must be a positive integer in {spec!r}") from exc
+    return name, n, budget, verifier
+
+
+def build_grid(efforts: list[str], strategies: list[str], known: tuple[str, ...] = STRATEGIES) -> list[Cell]:
+    """Every (effort, strategy) pair; raises :class:`GridError` on an empty or unknown entry."""
+    efforts = [e.strip() for e in efforts if e.strip()]
+    strategies = [s.strip() for s in strategies if s.strip()]
+    if not efforts:
+        raise GridError(f"efforts: the grid has no efforts; give at least one of {', '.join(EFFORTS)}")
+    if not strategies:
+        raise GridError("strategies: the grid has no strategies; give `auto` and/or pinned strategies")
+    for effort in efforts:
+        if effort not in EFFORTS:
+            raise GridError(f"efforts: unknown effort {effort!r}; known: {', '.join(EFFORTS)}")
+    cells = []
+    for effort in dict.fromkeys(efforts):
+        for spec in dict.fromkeys(strategies):
+            name, n, budget, verifier = parse_strategy(spec, known)
+            cells.append(Cell(effort, name, n, budget, verifier))
+    return cells
+
+
+def split_list(value: str) -> list[str]:
+    return [v for v in (x.strip() for x in value.split(",")) if v]
