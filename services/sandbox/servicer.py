@@ -33,7 +33,7 @@ def stdout_matches(actual: bytes, expected: bytes) -> bool:
     return norm(actual) == norm(expected)
 
 
-def test_source(code: str, check_code: str) -> bytes:
+def program_with_check(code: str, check_code: str) -> bytes:
     """The program followed by the test's check code, run as one file (HumanEval style)."""
     if not check_code.strip():
         return code.encode("utf-8", "surrogatepass")
@@ -88,7 +88,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServicer):
             return response
         first_bad = OK
         for i, test in enumerate(request.tests):
-            program = Program(test_source(code, test.check_code), test.stdin, files)
+            program = Program(program_with_check(code, test.check_code), test.stdin, files)
             test_outcome, test_message = await self._run(program, limits, uid)
             passed = test_outcome.status == OK and test_outcome.exit_code == 0
             if passed and test.HasField("expected_stdout"):
