@@ -23,21 +23,18 @@ from services.verifier.tasks import run_bounded
 from services.verifier.types import Aggregation, Outcome, PolicyError, PolicyScorer, Spend, Verdict, VerifyJob
 
 _STEP_MARKER = re.compile(r"^[ \t>*#_-]*step[ \t]*\d+[ \t]*[:.)]", re.IGNORECASE | re.MULTILINE)
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_BLANK_LINE = re.compile(r"\n(?:[ \t]*\n)+")
 
 
-def _merge_fenced(paragraphs: list[str]) -> list[str]:
-    """Rejoin paragraphs that a blank line inside a ``` fence had split apart."""
-    merged: list[str] = []
-    open_fence = False
-    for paragraph in paragraphs:
-        if open_fence:
-            merged[-1] = f"{merged[-1]}\n\n{paragraph}"
-        else:
-            merged.append(paragraph)
-        if paragraph.count("```") % 2 == 1:
-            open_fence = not open_fence
-    return merged
+def _split_blank_lines(text: str) -> list[str]:
+    """Paragraphs separated by blank lines, except blank lines inside a ``` fence (code keeps its indentation)."""
+    pieces, begin = [], 0
+    for match in _BLANK_LINE.finditer(text):
+        if text.count("```", 0, match.start()) % 2 == 0:
+            pieces.append(text[begin : match.start()])
+            begin = match.end()
+    pieces.append(text[begin:])
+    return [p.strip("\n").rstrip() for p in pieces]
 
 
 def split_steps(text: str, max_steps: int) -> list[str]:
@@ -54,8 +51,8 @@ def split_steps(text: str, max_steps: int) -> list[str]:
         bounds = [0, *starts[1:], len(text)] if starts[0] > 0 else [*starts, len(text)]
         steps = [text[a:b].strip() for a, b in itertools.pairwise(bounds)]
     else:
-        steps = _merge_fenced([p.strip() for p in _BLANK_LINE.split(text)])
-    steps = [s for s in steps if s]
+        steps = _split_blank_lines(text)
+    steps = [s for s in steps if s.strip()]
     if len(steps) > max(1, max_steps):
         keep = max(1, max_steps)
         steps = [*steps[: keep - 1], "\n\n".join(steps[keep - 1 :])]
