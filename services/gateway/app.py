@@ -1,0 +1,128 @@
+"""``build_app``: the FastAPI application with every part of the gateway wired in.
+
+All state lives on one ``Gateway`` object created in the lifespan (no module globals), so a
+test can build several apps side by side and every router reaches its collaborators through
+``request.app.state.gateway``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI, Request, Response
+
+from services.common.grpc_client import insecure_channel
+from services.common.logging import request_id_var
+from services.common.metrics import ServiceMetrics
+from services.common.settings import CommonSettings
+from services.gateway.auth import Authenticator, parse_api_keys
+from services.gateway.difficulty import make_estimator
+from services.gateway.dispatch import Dispatcher
+from services.gateway.effort import EFFORTS, parse_model_defaults
+from services.gateway.errors import error_response, install_error_handlers
+from services.gateway.limits import Limiter
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.planning import Planner
+from services.gateway.routers import chat, completions, health, jobs, models, traces
+from services.gateway.routing import load_routing_table
+from services.gateway.serving import Serving
+from services.gateway.settings import GatewaySettings
+from services.gateway.upstream import PolicyWatch
+from services.gen.ttc.v1 import policy_pb2_grpc
+from services.orchestrator.celery_app import make_celery
+from services.orchestrator.trace_store import TraceStore
+
+
+@dataclass
+class Gateway:
+    """Everything a request needs, built once per app."""
+
+    settings: GatewaySettings
+    redis: aioredis.Redis
+    watch: PolicyWatch
+    serving: Serving
+    traces: TraceStore
+    auth: Authenticator
+    metrics: GatewayMetrics
+    started: int = field(default_factory=lambda: int(time.time()))
+
+
+def _check_settings(settings: GatewaySettings) -> None:
+    if settings.default_effort not in EFFORTS:
+        raise ValueError(f"TTC_GATEWAY_DEFAULT_EFFORT={settings.default_effort!r} is not one of {EFFORTS}")
+
+
+def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
+    """The gateway app; connections open in its lifespan and close when it stops."""
+    _check_settings(settings)
+    table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
+    model_defaults = parse_model_defaults(settings.model_default_efforts)
+    auth = Authenticator(parse_api_keys(settings.api_keys))
+    base_metrics = ServiceMetrics("gateway")
+    metrics = GatewayMetrics(base_metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = aioredis.Redis.from_url(common.redis_url)
+        channel = insecure_channel(settings.policy_target)
+        stub = policy_pb2_grpc.PolicyStub(channel)
+        watch = PolicyWatch(stub, settings.policy_target, settings.stats_interval_s)
+        celery = make_celery(common.redis_url, settings.queue_name, settings.visibility_timeout_s)
+        dispatcher = Dispatcher(client, celery, settings.queue_name, settings.result_ttl_s)
+        planner = Planner(settings, table, make_estimator(table.estimator, stub), watch, metrics, model_defaults)
+        limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
+        serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s)
+        app.state.gateway = Gateway(
+            settings, client, watch, serving, TraceStore(client, settings.result_ttl_s), auth, metrics
+        )
+        await watch.refresh()
+        watch.start()
+        try:
+            yield
+        finally:
+            await watch.stop()
+            dispatcher.close()
+            await channel.close()
+            await client.aclose()
+
+    app = FastAPI(
+        title="ttc-serve gateway",
+        version="1.0.0",
+        description="OpenAI-compatible API whose reasoning effort buys test-time compute.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """Request id, body-size limit and the shared request metrics for every route."""
+        token = request_id_var.set(request.headers.get("x-request-id") or uuid.uuid4().hex[:16])
+        start = time.perf_counter()
+        route = request.url.path if request.url.path.startswith("/v1/") else "other"
+        route = "/v1/" + route.split("/")[2] if route.startswith("/v1/") and len(route.split("/")) > 2 else route
+        try:
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
+                response: Response = error_response(
+                    413,
+                    f"request body of {length} bytes exceeds the limit of {settings.max_request_bytes}",
+                    "invalid_request_error",
+                    code="request_too_large",
+                )
+            else:
+                response = await call_next(request)
+            response.headers["x-request-id"] = request_id_var.get()
+            base_metrics.requests.labels("gateway", route, str(response.status_code)).inc()
+            return response
+        finally:
+            base_metrics.latency.labels("gateway", route).observe(time.perf_counter() - start)
+            request_id_var.reset(token)
+
+    for router in (chat.router, completions.router, models.router, jobs.router, traces.router, health.router):
+        app.include_router(router)
+    return app

@@ -1,0 +1,80 @@
+"""Queue-backed dispatch: enqueue a job for orchestrator workers and read its events back.
+
+The job's record (everything needed to format its reply) goes into Redis before the Celery
+message, so a gateway that restarts - or a different replica - can still answer a poll for
+a background job. Nothing is written unless the request already passed validation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis.asyncio as aioredis
+from celery import Celery
+
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.orchestrator import events as ev
+
+
+class Dispatcher:
+    def __init__(self, client: aioredis.Redis, celery: Celery, queue: str, ttl_s: int) -> None:
+        self.client = client
+        self.celery = celery
+        self.queue = queue
+        self.ttl_s = ttl_s
+        self.events = ev.JobEvents(client, ttl_s)
+        # kombu producers are not thread-safe: one sender thread keeps sends off the event loop.
+        self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celery-send")
+
+    async def queue_depth(self) -> int:
+        """Jobs waiting for a worker (the broker's list for the queue)."""
+        return int(await self.client.llen(self.queue))
+
+    async def enqueue(self, job: orchestrator_pb2.SearchJob, record: dict[str, Any]) -> None:
+        """Store the job's record, then send it to the workers."""
+        fields = {key: json.dumps(value) for key, value in record.items()}
+        fields["status"] = json.dumps(ev.QUEUED)
+        fields["enqueued_at"] = json.dumps(job.enqueued_at or time.time())
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(ev.job_key(job.job_id), mapping=fields)  # type: ignore[arg-type]
+            pipe.expire(ev.job_key(job.job_id), self.ttl_s)
+            await pipe.execute()
+        payload = ev.encode_job(job)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._sender, self._send, job.job_id, payload)
+
+    def _send(self, job_id: str, payload: str) -> None:
+        self.celery.send_task(ev.SEARCH_TASK, args=[payload], task_id=job_id, queue=self.queue)
+
+    async def record(self, job_id: str) -> dict[str, Any] | None:
+        """The job's stored record (status included), or ``None`` for an unknown or expired job."""
+        raw = await self.client.hgetall(ev.job_key(job_id))
+        if not raw:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            k = key.decode() if isinstance(key, bytes) else str(key)
+            try:
+                out[k] = json.loads(value)
+            except (ValueError, TypeError):
+                out[k] = value.decode() if isinstance(value, bytes) else value
+        return out
+
+    def follow(self, job_id: str) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
+        return self.events.follow(job_id)
+
+    async def result(self, job_id: str) -> orchestrator_pb2.SearchResult | None:
+        return await self.events.result(job_id)
+
+    async def cancel(self, job_id: str) -> None:
+        await self.events.cancel(job_id)
+        # A job no worker has started yet is final now; a running one is marked by its worker.
+        await self.client.hsetnx(ev.job_key(job_id), "cancel_requested_at", json.dumps(time.time()))
+
+    def close(self) -> None:
+        self._sender.shutdown(wait=False)

@@ -1,0 +1,163 @@
+"""Turning a job's ``SearchResult`` and stored record into OpenAI responses, usage and the ``ttc`` report.
+
+Accounting rule (OpenAI's): ``completion_tokens`` = answer tokens + ``reasoning_tokens``, and
+reasoning tokens are every hidden token the request cost - all candidates, search steps,
+verifier calls (their prompt and completion tokens) and the difficulty probe.
+``prompt_tokens`` counts every prompt token the engines processed for the request;
+``cached_tokens`` the part served from the prefix cache.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from services.common.errors import DeadlineExceeded, InvalidArgument, NotFound, ServiceError, Unavailable
+from services.gateway.errors import HTTPError
+from services.gateway.protocol import (
+    AssistantMessage,
+    BudgetReport,
+    BudgetUsed,
+    ChatChoice,
+    ChatCompletionResponse,
+    CompletionChoice,
+    CompletionResponse,
+    CompletionTokensDetails,
+    Effort,
+    PromptTokensDetails,
+    TTCReport,
+    Usage,
+    VerifierVerdict,
+)
+from services.gen.ttc.v1 import orchestrator_pb2
+
+_TERMINATION = {
+    orchestrator_pb2.TERMINATION_SOLVED: "solved",
+    orchestrator_pb2.TERMINATION_BUDGET: "budget",
+    orchestrator_pb2.TERMINATION_DEADLINE: "deadline",
+    orchestrator_pb2.TERMINATION_ERROR: "error",
+    orchestrator_pb2.TERMINATION_CANCELLED: "cancelled",
+    orchestrator_pb2.TERMINATION_COMPLETED: "completed",
+}
+
+
+def termination_name(result: orchestrator_pb2.SearchResult) -> str:
+    return _TERMINATION.get(result.termination, "unspecified")
+
+
+def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> Usage:
+    used = result.budget_used
+    probe = record.get("probe") or {}
+    completion = used.generated_tokens + used.verifier_tokens + int(probe.get("generated_tokens", 0))
+    answer = min(result.answer_tokens, completion)
+    prompt = used.prompt_tokens + int(probe.get("prompt_tokens", 0))
+    cached = used.cached_tokens + int(probe.get("cached_tokens", 0))
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
+        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=completion - answer),
+    )
+
+
+def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> TTCReport:
+    used = result.budget_used
+    probe = record.get("probe") or {}
+    verdict = None
+    verifier = (record.get("verifier") or "") if isinstance(record.get("verifier"), str) else ""
+    if result.verifier_score or result.verifier_passed or verifier:
+        verdict = VerifierVerdict(verifier=verifier, passed=result.verifier_passed, score=result.verifier_score)
+    wait = 0.0
+    if record.get("started_at") and record.get("enqueued_at"):
+        wait = max(0.0, float(record["started_at"]) - float(record["enqueued_at"]))
+    return TTCReport(
+        job_id=result.job_id,
+        trace_id=result.trace_id,
+        strategy=result.strategy or str(record.get("strategy", "")),
+        n=int(record.get("n", 1)),
+        effort_requested=cast(Effort, record.get("effort_requested", "none")),
+        effort_applied=cast(Effort, record.get("effort_applied", "none")),
+        degraded_by=list(record.get("degraded_by") or []),
+        difficulty=record.get("difficulty"),
+        difficulty_bin=record.get("difficulty_bin"),
+        candidates_generated=result.candidates_generated,
+        verifier_verdict=verdict,
+        termination=termination_name(result),
+        budget=BudgetReport(**(record.get("budget") or {})),
+        budget_used=BudgetUsed(
+            generated_tokens=used.generated_tokens,
+            prompt_tokens=used.prompt_tokens,
+            cached_tokens=used.cached_tokens,
+            policy_calls=used.policy_calls,
+            verifier_calls=used.verifier_calls,
+            verifier_tokens=used.verifier_tokens,
+            probe_tokens=int(probe.get("generated_tokens", 0)) + int(probe.get("prompt_tokens", 0)),
+            wall_seconds=used.wall_seconds,
+        ),
+        queue_wait_seconds=wait,
+    )
+
+
+def finish_reason(result: orchestrator_pb2.SearchResult) -> str:
+    return "length" if result.finish_reason == "length" else "stop"
+
+
+def raise_for_failure(result: orchestrator_pb2.SearchResult) -> None:
+    """Raise the error a failed or cancelled job stands for (the one mapper formats it)."""
+    if result.termination == orchestrator_pb2.TERMINATION_CANCELLED:
+        raise HTTPError(409, "the job was cancelled before it finished", code="job_cancelled")
+    if result.termination != orchestrator_pb2.TERMINATION_ERROR and not result.error:
+        return
+    info: dict[str, Any] = {}
+    try:
+        info = json.loads(result.error) if result.error.startswith("{") else {}
+    except ValueError:
+        info = {}
+    message = str(info.get("message") or result.error or "the search failed")
+    field = str(info.get("field") or "")
+    code = str(info.get("code") or "INTERNAL")
+    error: ServiceError
+    if code == "INVALID_ARGUMENT":
+        error = InvalidArgument(message, field=field)
+    elif code == "NOT_FOUND":
+        error = NotFound(message, field=field)
+    elif code == "UNAVAILABLE":
+        error = Unavailable(f"a backend service is unavailable: {message}")
+    elif code == "DEADLINE_EXCEEDED":
+        error = DeadlineExceeded(message)
+    else:
+        raise HTTPError(500, f"the search failed: {message}", type="server_error", code="search_failed")
+    raise error
+
+
+def chat_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> ChatCompletionResponse:
+    return ChatCompletionResponse(
+        id=f"chatcmpl-{result.job_id}",
+        created=int(float(record.get("created_at", 0))),
+        model=str(record.get("model", "")),
+        choices=[
+            ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))  # type: ignore[arg-type]
+        ],
+        usage=usage_of(result, record),
+        ttc=report_of(result, record),
+    )
+
+
+def completion_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> CompletionResponse:
+    return CompletionResponse(
+        id=f"cmpl-{result.job_id}",
+        created=int(float(record.get("created_at", 0))),
+        model=str(record.get("model", "")),
+        choices=[CompletionChoice(text=result.answer, finish_reason=finish_reason(result))],  # type: ignore[arg-type]
+        usage=usage_of(result, record),
+        ttc=report_of(result, record),
+    )
+
+
+def response_of(
+    result: orchestrator_pb2.SearchResult, record: dict[str, Any]
+) -> ChatCompletionResponse | CompletionResponse:
+    if record.get("kind") == "text_completion":
+        return completion_response(result, record)
+    return chat_response(result, record)

@@ -1,0 +1,238 @@
+"""From a validated request to a ``SearchJob``: effort, admission, difficulty, route, budget.
+
+Everything here happens before anything is enqueued, so a request that fails any check
+leaves the queue untouched. The only compute spent is the difficulty probe, and only when
+the routing table needs it for the applied effort and the request did not pin a strategy.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from google.protobuf.struct_pb2 import Struct
+
+from services.common.errors import InvalidArgument
+from services.common.tracing import inject_context
+from services.gateway.admission import Thresholds, admit
+from services.gateway.difficulty import DifficultyEstimator, Estimate
+from services.gateway.effort import normalize_effort
+from services.gateway.errors import too_many
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort
+from services.gateway.routing import Route, RoutingTable, apply_overrides
+from services.gateway.settings import GatewaySettings
+from services.gateway.upstream import PolicyWatch
+from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
+
+DEFAULT_TEMPERATURE = 0.7
+
+
+@dataclass
+class Plan:
+    job: orchestrator_pb2.SearchJob
+    route: Route
+    effort_requested: Effort
+    effort_applied: Effort
+    degraded_by: list[str] = field(default_factory=list)
+    difficulty: float | None = None
+    difficulty_bin: str | None = None
+    probe: Estimate | None = None
+
+    def record(self, kind: str, caller: str, include_usage: bool, background: bool) -> dict[str, object]:
+        """What the job hash stores so any gateway replica can format the reply later."""
+        probe = self.probe
+        return {
+            "kind": kind,
+            "model": self.job.model,
+            "created_at": self.job.enqueued_at,
+            "caller": caller,
+            "include_usage": include_usage,
+            "background": background,
+            "effort_requested": self.effort_requested,
+            "effort_applied": self.effort_applied,
+            "degraded_by": self.degraded_by,
+            "difficulty": self.difficulty,
+            "difficulty_bin": self.difficulty_bin,
+            "strategy": self.route.strategy,
+            "n": self.route.n,
+            "verifier": self.route.verifier or "",
+            "budget": {
+                "max_generated_tokens": self.job.budget.max_generated_tokens,
+                "max_policy_calls": self.job.budget.max_policy_calls,
+                "max_verifier_calls": self.job.budget.max_verifier_calls,
+                "deadline_seconds": self.job.budget.deadline_seconds,
+            },
+            "probe": {
+                "prompt_tokens": probe.prompt_tokens if probe else 0,
+                "generated_tokens": probe.generated_tokens if probe else 0,
+                "cached_tokens": probe.cached_tokens if probe else 0,
+            },
+        }
+
+
+Request = ChatCompletionRequest | CompletionRequest
+
+
+def _prompt_parts(req: Request) -> tuple[list[tuple[str, str]], str, str]:
+    """(messages, raw prompt, field name) with the emptiness check OpenAI clients expect."""
+    if isinstance(req, ChatCompletionRequest):
+        messages: list[tuple[str, str]] = [
+            (str(m.role) if m.role != "developer" else "system", m.text()) for m in req.messages
+        ]
+        if not any(text.strip() for _, text in messages):
+            raise InvalidArgument("the prompt is empty: every message has empty content", field="messages")
+        return messages, "", "messages"
+    prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+    if len(prompts) != 1:
+        raise InvalidArgument("exactly one prompt per request is supported", field="prompt")
+    if not prompts[0].strip():
+        raise InvalidArgument("the prompt is empty", field="prompt")
+    if req.echo:
+        raise InvalidArgument("echo is not supported", field="echo")
+    if req.suffix:
+        raise InvalidArgument("suffix is not supported", field="suffix")
+    return [], prompts[0], "prompt"
+
+
+class Planner:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        table: RoutingTable,
+        estimator: DifficultyEstimator | None,
+        watch: PolicyWatch,
+        metrics: GatewayMetrics,
+        model_defaults: dict[str, Effort],
+    ) -> None:
+        self.settings = settings
+        self.table = table
+        self.estimator = estimator
+        self.watch = watch
+        self.metrics = metrics
+        self.model_defaults = model_defaults
+        self.thresholds = Thresholds(
+            max_queue_depth=settings.max_queue_depth,
+            degrade_queue_depth=settings.degrade_queue_depth,
+            degrade_kv_utilization=settings.degrade_kv_utilization,
+            shed_kv_utilization=settings.shed_kv_utilization,
+        )
+
+    def check(self, req: Request) -> tuple[list[tuple[str, str]], str, int]:
+        """Request checks that need the model: returns (messages, prompt, max_tokens)."""
+        messages, prompt, prompt_field = _prompt_parts(req)
+        size = sum(len(text) for _, text in messages) + len(prompt)
+        if size > self.settings.max_prompt_chars:
+            raise InvalidArgument(
+                f"the prompt has {size} characters, more than the limit of {self.settings.max_prompt_chars}",
+                field=prompt_field,
+            )
+        if len(req.stop_list()) > 4:
+            raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
+        info = self.watch.model(req.model)
+        max_tokens_field = "max_tokens"
+        if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
+            max_tokens_field = "max_completion_tokens"
+        max_tokens = req.requested_max_tokens() or self.settings.default_max_tokens
+        if info.max_context and max_tokens >= info.max_context:
+            raise InvalidArgument(
+                f"{max_tokens_field}={max_tokens} exceeds the context window of {req.model} "
+                f"({info.max_context} tokens)",
+                field=max_tokens_field,
+            )
+        if info.max_context:
+            max_tokens = min(max_tokens, info.max_context - 1)
+        return messages, prompt, max_tokens
+
+    async def plan(self, req: Request, queue_depth: int) -> Plan:
+        """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception."""
+        from services.orchestrator.search import validate_job
+
+        messages, prompt, max_tokens = self.check(req)
+        reasoning = req.reasoning.effort if isinstance(req, ChatCompletionRequest) and req.reasoning else None
+        requested = normalize_effort(
+            req.reasoning_effort, reasoning, req.model, self.model_defaults, self._default_effort()
+        )
+        decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
+        if decision.shed:
+            self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
+            raise too_many(f"server overloaded: {decision.shed_reason}", self.settings.retry_after_s, "overloaded")
+        for signal in decision.degraded_by:
+            self.metrics.degradations.labels(requested, decision.effort, signal).inc()
+
+        pinned = req.ttc is not None and req.ttc.strategy is not None
+        job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
+        plan = Plan(job, self.table.route(decision.effort, None), requested, decision.effort, decision.degraded_by)
+        if pinned:
+            plan.route = apply_overrides(plan.route, req.ttc)
+            self._fill(plan, req)
+            try:
+                validate_job(plan.job)  # before any compute: a bad pin costs nothing
+            except InvalidArgument as err:
+                leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
+                raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
+            return plan
+        if self.table.needs_difficulty(decision.effort) and self.estimator is not None:
+            estimate = await self.estimator.estimate(req.model, messages, prompt)
+            plan.probe = estimate
+            plan.difficulty = estimate.difficulty
+            plan.difficulty_bin = self.table.bin_of(estimate.difficulty)
+        plan.route = apply_overrides(self.table.route(decision.effort, plan.difficulty_bin), req.ttc)
+        self._fill(plan, req)
+        validate_job(plan.job)
+        return plan
+
+    def _default_effort(self) -> Effort:
+        from typing import cast
+
+        return cast(Effort, self.settings.default_effort)
+
+    def _job(
+        self,
+        req: Request,
+        messages: list[tuple[str, str]],
+        prompt: str,
+        max_tokens: int,
+        requested: Effort,
+        applied: Effort,
+    ) -> orchestrator_pb2.SearchJob:
+        job = orchestrator_pb2.SearchJob(
+            job_id=uuid.uuid4().hex,
+            model=req.model,
+            messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages],
+            prompt=prompt,
+            temperature=req.temperature if req.temperature is not None else DEFAULT_TEMPERATURE,
+            top_p=req.top_p if req.top_p is not None else 1.0,
+            max_tokens=max_tokens,
+            stop=req.stop_list(),
+            effort_requested=requested,
+            effort_applied=applied,
+            trace_context=inject_context(),
+            enqueued_at=time.time(),
+        )
+        if req.seed is not None:
+            job.seed = req.seed
+        if req.ttc is not None and req.ttc.reference:
+            job.reference = req.ttc.reference
+        return job
+
+    def _fill(self, plan: Plan, req: Request) -> None:
+        route, job = plan.route, plan.job
+        job.strategy.name = route.strategy
+        job.strategy.n = route.n
+        job.strategy.verifier = route.verifier or ""
+        if route.params:
+            params = Struct()
+            params.update(route.params)
+            job.strategy.params.CopyFrom(params)
+        pinned_budget = req.ttc is not None and req.ttc.token_budget is not None
+        # A routed budget never starves a single answer of the max_tokens the client asked for.
+        job.budget.max_generated_tokens = (
+            route.token_budget if pinned_budget else max(route.token_budget, job.max_tokens)
+        )
+        job.budget.max_policy_calls = route.max_policy_calls
+        job.budget.max_verifier_calls = route.max_verifier_calls
+        job.budget.deadline_seconds = self.settings.job_timeout_s
+        if plan.difficulty is not None:
+            job.difficulty = plan.difficulty

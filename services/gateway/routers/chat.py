@@ -1,0 +1,27 @@
+"""POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from services.gateway.protocol import ChatCompletionRequest, ChatCompletionResponse, Job
+from services.gateway.routers.deps import caller, gateway
+from services.gateway.routers.responses import SSE, errors
+
+router = APIRouter(tags=["completions"])
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletionResponse,
+    responses={
+        200: {"content": SSE, "description": "The completion, or an SSE stream of chunks when stream is true."},
+        202: {"model": Job, "description": "A background job was created."},
+        **errors(400, 401, 404, 409, 413, 429, 499, 500, 503, 504),
+    },
+)
+async def create_chat_completion(
+    body: ChatCompletionRequest, request: Request, who: str = Depends(caller)
+) -> JSONResponse | StreamingResponse:
+    return await gateway(request).serving.complete(body, who, request)

@@ -1,0 +1,19 @@
+"""Dependencies the routers share: the wired ``Gateway`` and the authenticated caller."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import Header, Request
+
+if TYPE_CHECKING:
+    from services.gateway.app import Gateway
+
+
+def gateway(request: Request) -> Gateway:
+    return request.app.state.gateway  # type: ignore[no-any-return]
+
+
+def caller(request: Request, authorization: str | None = Header(None, include_in_schema=False)) -> str:
+    """The authenticated caller's name (raises 401 when authentication is on and the key is bad)."""
+    return gateway(request).auth.caller(authorization)

@@ -1,0 +1,36 @@
+"""Background jobs: poll, fetch the result, cancel. Jobs are created with ``"background": true``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from services.gateway.protocol import ChatCompletionResponse, Job
+from services.gateway.routers.deps import caller, gateway
+from services.gateway.routers.responses import errors
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.get("/v1/jobs/{job_id}", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404))
+async def get_job(job_id: str, request: Request, _who: str = Depends(caller)) -> Job:
+    return await gateway(request).serving.job(job_id)
+
+
+@router.get(
+    "/v1/jobs/{job_id}/result",
+    response_model=ChatCompletionResponse,
+    responses={
+        200: {"description": "The chat completion (or text completion) the job produced."},
+        **errors(400, 401, 404, 409, 500, 503, 504),
+    },
+)
+async def get_job_result(job_id: str, request: Request, _who: str = Depends(caller)) -> JSONResponse:
+    return await gateway(request).serving.job_result(job_id)
+
+
+@router.post(
+    "/v1/jobs/{job_id}/cancel", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404)
+)
+async def cancel_job(job_id: str, request: Request, _who: str = Depends(caller)) -> Job:
+    return await gateway(request).serving.cancel(job_id)

@@ -1,0 +1,270 @@
+"""Serving the completion endpoints: plan → enqueue → wait, stream or hand back a job id.
+
+Routers call these methods and return what they return; every failure is raised and
+formatted by the one mapper in ``errors.py``. A request that is abandoned - a streaming
+client that disconnects, a waiting client that hangs up - cancels its job, which cancels the
+worker's search and, through gRPC cancellation, the engine request behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from services.gateway.dispatch import Dispatcher
+from services.gateway.errors import HTTPError, to_error
+from services.gateway.formatting import finish_reason, raise_for_failure, report_of, response_of, usage_of
+from services.gateway.limits import Limiter
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.planning import Plan, Planner
+from services.gateway.protocol import (
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChunkChoice,
+    ChunkDelta,
+    CompletionChoice,
+    CompletionRequest,
+    CompletionResponse,
+    ErrorDetail,
+    ErrorResponse,
+    Job,
+)
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.orchestrator import events as ev
+
+log = logging.getLogger(__name__)
+
+DISCONNECT_POLL_S = 0.25
+
+
+class Serving:
+    def __init__(
+        self, planner: Planner, dispatcher: Dispatcher, limiter: Limiter, metrics: GatewayMetrics, job_timeout_s: float
+    ) -> None:
+        self.planner = planner
+        self.dispatcher = dispatcher
+        self.limiter = limiter
+        self.metrics = metrics
+        self.job_timeout_s = job_timeout_s
+
+    # ------------------------------------------------------------ entry points
+
+    async def complete(
+        self, req: ChatCompletionRequest | CompletionRequest, caller: str, http: Request
+    ) -> JSONResponse | StreamingResponse:
+        started = time.perf_counter()
+        endpoint = "chat" if isinstance(req, ChatCompletionRequest) else "completions"
+        kind = "chat.completion" if endpoint == "chat" else "text_completion"
+        effort, strategy = "unknown", "unknown"
+        try:
+            await self.limiter.check(caller)
+            depth = await self.dispatcher.queue_depth()
+            self.metrics.queue_depth.set(depth)
+            plan = await self.planner.plan(req, depth)
+            effort, strategy = plan.effort_applied, plan.route.strategy
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            record = plan.record(kind, caller, include_usage, req.background)
+            await self.dispatcher.enqueue(plan.job, record)
+            if req.background:
+                self.metrics.requests.labels(endpoint, effort, strategy, "202").inc()
+                job = Job(
+                    id=plan.job.job_id, status="queued", created_at=plan.job.enqueued_at, model=req.model, kind=kind
+                )
+                return JSONResponse(status_code=202, content=job.model_dump(exclude_none=True))
+            if req.stream:
+                self.metrics.requests.labels(endpoint, effort, strategy, "200").inc()
+                stream = self._stream(plan, record, caller, endpoint, started)
+                return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            result = await self._wait(plan.job.job_id, http)
+            record = await self.dispatcher.record(plan.job.job_id) or record
+            self._observe(result, record, caller, time.perf_counter() - started, stream=False)
+            raise_for_failure(result)
+            body = response_of(result, record)
+            self.metrics.requests.labels(endpoint, effort, strategy, "200").inc()
+            return JSONResponse(content=body.model_dump(exclude_none=True))
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                status, _, _ = to_error(exc) if isinstance(exc, Exception) else (500, None, None)
+                self.metrics.requests.labels(endpoint, effort, strategy, str(status)).inc()
+            raise
+
+    async def job(self, job_id: str) -> Job:
+        """A background job's status, with its response once finished."""
+        record = await self.dispatcher.record(job_id)
+        if record is None:
+            raise HTTPError(
+                404, f"no job with id {job_id!r} (unknown or expired)", param="job_id", code="job_not_found"
+            )
+        result = await self.dispatcher.result(job_id)
+        job = Job(
+            id=job_id,
+            status=record.get("status", ev.QUEUED),
+            created_at=float(record.get("created_at", 0)),
+            model=str(record.get("model", "")),
+            kind=record.get("kind", "chat.completion"),
+        )
+        if result is None:
+            return job
+        try:
+            raise_for_failure(result)
+            job.result = response_of(result, record)
+            job.status = "succeeded"
+        except Exception as exc:
+            _, detail, _ = to_error(exc)
+            job.error = detail
+            job.status = "cancelled" if result.termination == orchestrator_pb2.TERMINATION_CANCELLED else "failed"
+        return job
+
+    async def job_result(self, job_id: str) -> JSONResponse:
+        """The finished job's OpenAI response (or its error); 409 while it still runs."""
+        job = await self.job(job_id)
+        if job.result is not None:
+            return JSONResponse(content=job.result.model_dump(exclude_none=True))
+        if job.error is not None:
+            result = await self.dispatcher.result(job_id)
+            assert result is not None
+            raise_for_failure(result)
+        raise HTTPError(
+            409, f"job {job_id} has not finished (status: {job.status})", param="job_id", code="job_not_finished"
+        )
+
+    async def cancel(self, job_id: str, cause: str = "api") -> Job:
+        if await self.dispatcher.record(job_id) is None:
+            raise HTTPError(
+                404, f"no job with id {job_id!r} (unknown or expired)", param="job_id", code="job_not_found"
+            )
+        await self._cancel(job_id, cause)
+        return await self.job(job_id)
+
+    # ------------------------------------------------------------ internals
+
+    async def _cancel(self, job_id: str, cause: str) -> None:
+        """Cancel the job and record the cancellation as its one result unless one exists."""
+        await self.dispatcher.cancel(job_id)
+        result = orchestrator_pb2.SearchResult(
+            job_id=job_id, termination=orchestrator_pb2.TERMINATION_CANCELLED, error=f"cancelled ({cause})"
+        )
+        if await self.dispatcher.events.record_result(result, ev.CANCELLED):
+            self.metrics.cancellations.labels(cause).inc()
+
+    async def _wait(self, job_id: str, http: Request) -> orchestrator_pb2.SearchResult:
+        """Wait for the result; cancel the job if the client hangs up or the deadline passes."""
+
+        async def until_result() -> orchestrator_pb2.SearchResult:
+            async for _, event in self.dispatcher.follow(job_id):
+                if event.HasField("result"):
+                    return event.result
+            raise RuntimeError("event stream ended without a result")
+
+        task = asyncio.create_task(until_result())
+        deadline = time.monotonic() + self.job_timeout_s + 5
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await http.is_disconnected():
+                    await asyncio.shield(self._cancel(job_id, "disconnect"))
+                    raise HTTPError(499, "client disconnected", code="client_closed")
+                if time.monotonic() > deadline:
+                    await asyncio.shield(self._cancel(job_id, "deadline"))
+                    raise HTTPError(504, f"job {job_id} timed out", type="server_error", code="deadline_exceeded")
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _stream(
+        self, plan: Plan, record: dict[str, Any], caller: str, endpoint: str, started: float
+    ) -> AsyncIterator[bytes]:
+        """SSE: role chunk, reasoning_content progress, answer deltas, finish, usage, [DONE]."""
+        job_id = plan.job.job_id
+        chunk = _chunker(endpoint, job_id, plan.job.model, int(plan.job.enqueued_at))
+        finished = False
+        first_token = False
+        answer_streamed = False
+        try:
+            yield chunk(ChunkDelta(role="assistant", content=""), None)
+            async for _, event in self.dispatcher.follow(job_id):
+                which = event.WhichOneof("event")
+                if which == "progress" and event.progress.message:
+                    if endpoint == "chat":
+                        yield chunk(ChunkDelta(reasoning_content=event.progress.message + "\n"), None)
+                elif which == "answer_delta" and event.answer_delta:
+                    answer_streamed = True
+                    yield chunk(ChunkDelta(content=event.answer_delta), None)
+                elif which == "result":
+                    finished = True
+                    result = event.result
+                    record = await self.dispatcher.record(job_id) or record
+                    self._observe(result, record, caller, time.perf_counter() - started, stream=True)
+                    try:
+                        raise_for_failure(result)
+                    except Exception as exc:
+                        _, detail, _ = to_error(exc)
+                        yield _sse(ErrorResponse(error=detail).model_dump())
+                        break
+                    if not answer_streamed and result.answer:
+                        yield chunk(ChunkDelta(content=result.answer), None)
+                    yield chunk(ChunkDelta(), finish_reason(result))
+                    if record.get("include_usage"):
+                        yield chunk(None, None, usage_of(result, record), report_of(result, record))
+                    break
+                if not first_token and which in ("progress", "answer_delta"):
+                    first_token = True
+                    self.metrics.ttft.labels("true").observe(time.perf_counter() - started)
+            yield b"data: [DONE]\n\n"
+        finally:
+            if not finished:
+                await asyncio.shield(self._cancel(job_id, "disconnect"))
+
+    def _observe(
+        self, result: orchestrator_pb2.SearchResult, record: dict[str, Any], caller: str, elapsed: float, stream: bool
+    ) -> None:
+        usage = usage_of(result, record)
+        effort = str(record.get("effort_applied", "none"))
+        self.metrics.reasoning_tokens.labels(effort).inc(usage.completion_tokens_details.reasoning_tokens)
+        self.metrics.completion_tokens.labels(effort).inc(usage.completion_tokens)
+        if not stream:
+            self.metrics.ttft.labels("false").observe(elapsed)
+        if record.get("started_at") and record.get("enqueued_at"):
+            self.metrics.queue_wait.observe(max(0.0, float(record["started_at"]) - float(record["enqueued_at"])))
+        task = asyncio.get_running_loop().create_task(self.limiter.charge(caller, usage.total_tokens))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunker(endpoint: str, job_id: str, model: str, created: int) -> Callable[..., bytes]:
+    """A function building one SSE chunk of the endpoint's kind."""
+
+    def chat(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
+        choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason=reason)]  # type: ignore[arg-type]
+        body = ChatCompletionChunk(
+            id=f"chatcmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
+        )
+        return _sse(body.model_dump(exclude_none=True))
+
+    def completion(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
+        choices = [] if delta is None else [CompletionChoice(text=delta.content or "", finish_reason=reason)]  # type: ignore[arg-type]
+        body = CompletionResponse(
+            id=f"cmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
+        )
+        return _sse(body.model_dump(exclude_none=True))
+
+    return chat if endpoint == "chat" else completion
+
+
+Handler = Callable[..., Awaitable[Any]]
+__all__ = ["ErrorDetail", "Serving"]

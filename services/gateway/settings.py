@@ -1,0 +1,72 @@
+"""Gateway settings, read once from ``TTC_GATEWAY_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    """Where the gateway listens, what it talks to, and the limits it enforces."""
+
+    model_config = SettingsConfigDict(env_prefix="TTC_GATEWAY_", extra="ignore")
+
+    host: str = Field("0.0.0.0", description="Address the gateway's HTTP server binds.")
+    port: int = Field(8000, description="Gateway HTTP port (serves the OpenAI API, /healthz, /readyz and /metrics).")
+    policy_target: str = Field(
+        "127.0.0.1:50051", description="gRPC target of the policy service (model list, difficulty probes, stats)."
+    )
+    api_keys: str = Field(
+        "",
+        description="Comma-separated API keys accepted as `Authorization: Bearer <key>`; each entry is `key` or "
+        "`name:key` (the name labels limits and logs). Empty disables authentication.",
+    )
+    rate_limit_per_minute: int = Field(
+        0, ge=0, description="Requests per minute allowed per API key (0 = unlimited); excess gets 429."
+    )
+    token_limit_per_minute: int = Field(
+        0,
+        ge=0,
+        description="Tokens (prompt + completion, reasoning included) per minute per API key (0 = unlimited); "
+        "once spent, further requests get 429 until the window rolls over.",
+    )
+    max_queue_depth: int = Field(
+        64, ge=1, description="Jobs waiting in the queue above which new requests are shed with 429 + Retry-After."
+    )
+    degrade_queue_depth: int = Field(
+        8, ge=1, description="Queue depth at which the effective effort starts dropping, one step per this many jobs."
+    )
+    degrade_kv_utilization: float = Field(
+        0.85, ge=0, le=1, description="Engine KV-cache utilization above which the effective effort drops one step."
+    )
+    shed_kv_utilization: float = Field(
+        0.98, ge=0, le=1, description="Engine KV-cache utilization above which new requests are shed with 429."
+    )
+    retry_after_s: int = Field(2, ge=1, description="Seconds advertised in Retry-After when shedding load.")
+    stats_interval_s: float = Field(1.0, gt=0, description="How often engine stats (KV utilization) are polled.")
+    default_effort: str = Field(
+        "low", description="Reasoning effort applied when a request names none (none|minimal|low|medium|high|xhigh)."
+    )
+    model_default_efforts: str = Field(
+        "",
+        description="Per-model default efforts as `model=effort` pairs, comma-separated; overrides default_effort.",
+    )
+    routing_table: str = Field(
+        "services/gateway/routing/routing.v1.json",
+        description="Path of the versioned routing table mapping (effort, difficulty bin) to strategy and budget.",
+    )
+    default_max_tokens: int = Field(
+        512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."
+    )
+    max_request_bytes: int = Field(
+        1_000_000, ge=1024, description="Largest accepted request body in bytes (413 above)."
+    )
+    max_prompt_chars: int = Field(
+        32_000, ge=1, description="Largest accepted prompt (all message contents together) in characters."
+    )
+    job_timeout_s: float = Field(300.0, gt=0, description="Deadline of one job from enqueue to result.")
+    result_ttl_s: int = Field(86_400, ge=60, description="How long job records and results stay retrievable in Redis.")
+    queue_name: str = Field("ttc.search", description="Celery queue the gateway enqueues jobs on.")
+    visibility_timeout_s: int = Field(
+        600, ge=5, description="Broker visibility timeout; must match the orchestrator's setting."
+    )

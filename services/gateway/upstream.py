@@ -1,0 +1,83 @@
+"""What the gateway knows about the policy service: its models, health and KV-cache utilization.
+
+Polled in the background (one ``GetStats`` per interval, ``ListModels`` now and then) so a
+request never waits on it: admission control reads the last KV utilization, model lookup
+reads the cached list, and a policy service that stopped answering turns requests into a
+fast 503 instead of jobs that would fail on a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import grpc
+
+from services.common.errors import NotFound, Unavailable
+from services.gen.ttc.v1 import policy_pb2, policy_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+class PolicyWatch:
+    def __init__(self, stub: policy_pb2_grpc.PolicyStub, target: str, interval_s: float) -> None:
+        self.stub = stub
+        self.target = target
+        self.interval_s = interval_s
+        self.models: dict[str, policy_pb2.ModelInfo] = {}
+        self.kv_utilization = 0.0
+        self.up = False
+        self.last_error = "not polled yet"
+        self.last_ok = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._models_at = 0.0
+
+    async def refresh(self) -> None:
+        """One poll: stats always, the model list when missing or older than 30 s."""
+        try:
+            stats = await self.stub.GetStats(policy_pb2.StatsRequest(), timeout=max(1.0, self.interval_s))
+            if not self.models or time.monotonic() - self._models_at > 30:
+                listing = await self.stub.ListModels(policy_pb2.ListModelsRequest(), timeout=2.0)
+                self.models = {m.id: m for m in listing.models}
+                self._models_at = time.monotonic()
+        except grpc.aio.AioRpcError as err:
+            if self.up:
+                log.warning("policy service unreachable", extra={"target": self.target, "error": err.details()})
+            self.up = False
+            self.last_error = f"{err.code().name}: {err.details()}"
+            return
+        self.kv_utilization = stats.kv_cache_utilization
+        self.up = True
+        self.last_error = ""
+        self.last_ok = time.time()
+
+    async def _loop(self) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def require_up(self) -> None:
+        if not self.up:
+            raise Unavailable(
+                f"the policy service at {self.target} is unavailable ({self.last_error}); retry shortly",
+            )
+
+    def model(self, name: str) -> policy_pb2.ModelInfo:
+        """The named model; 503 when the policy is down, 404 when it does not serve ``name``."""
+        self.require_up()
+        info = self.models.get(name)
+        if info is None:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise NotFound(f"the model {name!r} does not exist (served models: {known})", field="model")
+        return info

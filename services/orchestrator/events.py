@@ -1,0 +1,144 @@
+"""The Redis contract between the gateway and orchestrator workers for one job.
+
+A job is a Celery message (the ``SearchJob`` protobuf, base64) plus a handful of Redis keys
+that both sides read and write. Keeping the key names and encodings in one module is what
+lets the gateway restart, or a worker die, without either side losing track of a job:
+
+- ``ttc:job:<id>``          hash: status and the gateway's record (how to format the reply)
+- ``ttc:job:<id>:events``   stream of ``JobEvent`` protobufs (progress, answer deltas, result)
+- ``ttc:job:<id>:result``   the one recorded ``SearchResult`` (written with SET NX)
+- ``ttc:job:<id>:cancel``   present when the job was cancelled (also published on CANCEL_CHANNEL)
+- ``ttc:job:<id>:lease``    held (with a TTL, refreshed) by the worker running the job
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from services.gen.ttc.v1 import orchestrator_pb2
+
+CANCEL_CHANNEL = "ttc:cancel"
+SEARCH_TASK = "ttc.search"
+_EVENT_FIELD = b"e"
+
+# Job statuses stored in the job hash.
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
+
+
+def job_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}"
+
+
+def events_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}:events"
+
+
+def result_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}:result"
+
+
+def cancel_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}:cancel"
+
+
+def lease_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}:lease"
+
+
+def encode_job(job: orchestrator_pb2.SearchJob) -> str:
+    """The Celery argument for a job: JSON-safe base64 of the protobuf."""
+    return base64.b64encode(job.SerializeToString()).decode("ascii")
+
+
+def decode_job(payload: str) -> orchestrator_pb2.SearchJob:
+    job = orchestrator_pb2.SearchJob()
+    job.ParseFromString(base64.b64decode(payload))
+    return job
+
+
+def decode_result(raw: bytes | None) -> orchestrator_pb2.SearchResult | None:
+    if raw is None:
+        return None
+    result = orchestrator_pb2.SearchResult()
+    result.ParseFromString(raw)
+    return result
+
+
+class JobEvents:
+    """Publishing side (worker) and reading side (gateway) of one job's Redis records."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+
+    async def publish(self, job_id: str, event: orchestrator_pb2.JobEvent) -> None:
+        """Append an event to the job's stream (and keep the stream's TTL alive)."""
+        key = events_key(job_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xadd(key, {_EVENT_FIELD: event.SerializeToString()}, maxlen=10_000, approximate=True)
+            pipe.expire(key, self.ttl_s)
+            await pipe.execute()
+
+    async def record_result(self, result: orchestrator_pb2.SearchResult, status: str) -> bool:
+        """Record the job's one result; False when a result was already recorded (redelivery)."""
+        job_id = result.job_id
+        stored = await self.client.set(result_key(job_id), result.SerializeToString(), nx=True, ex=self.ttl_s)
+        if not stored:
+            return False
+        await self.set_status(job_id, status, finished_at=time.time())
+        await self.publish(job_id, orchestrator_pb2.JobEvent(job_id=job_id, result=result))
+        return True
+
+    async def set_status(self, job_id: str, status: str, **fields: object) -> None:
+        """Update the job record's status (hash values are JSON, as the gateway writes them)."""
+        mapping: dict[str | bytes, str] = {
+            "status": json.dumps(status),
+            **{k: json.dumps(v) for k, v in fields.items()},
+        }
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
+            pipe.expire(job_key(job_id), self.ttl_s)
+            await pipe.execute()
+
+    async def result(self, job_id: str) -> orchestrator_pb2.SearchResult | None:
+        raw = await self.client.get(result_key(job_id))
+        return decode_result(raw.encode() if isinstance(raw, str) else raw)
+
+    async def cancel(self, job_id: str) -> None:
+        """Ask whichever worker holds the job (or will pick it up) to stop it."""
+        await self.client.set(cancel_key(job_id), b"1", ex=self.ttl_s)
+        await self.client.publish(CANCEL_CHANNEL, job_id)
+
+    async def cancelled(self, job_id: str) -> bool:
+        return bool(await self.client.exists(cancel_key(job_id)))
+
+    async def follow(
+        self, job_id: str, last_id: str = "0-0", block_ms: int = 1000
+    ) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
+        """Yield ``(stream id, event)`` from ``last_id`` on, until the result event; blocks between events."""
+        key = events_key(job_id)
+        while True:
+            reply: Any = await self.client.xread({key: last_id}, count=100, block=block_ms)
+            if not reply:
+                # No event within block_ms: a result may have been recorded without its event
+                # reaching the stream (worker killed in between) - check the result key.
+                result = await self.result(job_id)
+                if result is not None:
+                    yield last_id, orchestrator_pb2.JobEvent(job_id=job_id, result=result)
+                    return
+                continue
+            for _stream, entries in reply:
+                for entry_id, fields in entries:
+                    last_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    event = orchestrator_pb2.JobEvent()
+                    event.ParseFromString(fields[_EVENT_FIELD])
+                    yield last_id, event
+                    if event.HasField("result"):
+                        return

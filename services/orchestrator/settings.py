@@ -1,0 +1,42 @@
+"""Orchestrator settings, read once from ``TTC_ORCHESTRATOR_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class OrchestratorSettings(BaseSettings):
+    """Where the worker finds its services, how many jobs it runs, and how long records live."""
+
+    model_config = SettingsConfigDict(env_prefix="TTC_ORCHESTRATOR_", extra="ignore")
+
+    policy_target: str = Field("127.0.0.1:50051", description="gRPC target of the policy service.")
+    verifier_target: str = Field("127.0.0.1:50052", description="gRPC target of the verifier service.")
+    sandbox_target: str = Field(
+        "127.0.0.1:50053", description="gRPC target of the sandbox service (reached through the verifier)."
+    )
+    concurrency: int = Field(8, ge=1, le=256, description="Jobs one worker process runs at once (Celery threads).")
+    queue: str = Field("ttc.search", description="Celery queue the worker consumes.")
+    metrics_port: int = Field(9104, description="Port of the worker's Prometheus /metrics endpoint.")
+    host: str = Field("0.0.0.0", description="Address the metrics endpoint binds.")
+    port: int = Field(50054, description="Orchestrator gRPC port (reserved; the worker consumes the queue).")
+    result_ttl_s: int = Field(86_400, ge=60, description="How long job results and events stay in Redis.")
+    trace_ttl_s: int = Field(7 * 86_400, ge=60, description="How long search traces stay in Redis.")
+    visibility_timeout_s: int = Field(
+        600,
+        ge=5,
+        description="Seconds after which a job taken by a worker that never acknowledged it (crashed) is delivered "
+        "again; must exceed the longest job, and match the gateway's setting.",
+    )
+    restore_interval_s: int = Field(
+        10, ge=1, description="How often a worker sweeps for unacknowledged jobs of dead workers (seconds)."
+    )
+    lease_ttl_s: int = Field(
+        15,
+        ge=2,
+        description="Lease a running job holds (refreshed every third of it); a redelivered job whose lease "
+        "is alive is retried later instead of run twice.",
+    )
+    cancel_poll_s: float = Field(0.1, gt=0, description="How often a running job checks for cancellation (seconds).")
+    worker_name: str = Field("", description="Celery node name; empty derives one from host and pid.")

@@ -1,0 +1,243 @@
+"""The Celery task that runs one search job, and the runner that owns a worker's connections.
+
+Delivery is at-least-once (late acknowledgement, redelivery after a crash); the runner makes
+the *outcome* exactly-once: a job whose result key exists is skipped, a job whose lease is
+held by a live worker is retried later instead of run twice, and the result is recorded with
+SET NX so only one ever counts. Jobs run as asyncio tasks on one event loop per worker
+process (shared gRPC channels and Redis pool); Celery's threads only hand them over and wait.
+Cancellation (a key plus a pub/sub message) cancels the task, which cancels its in-flight
+gRPC calls, which makes the policy service abort the engine request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import grpc
+import redis.asyncio as aioredis
+from celery import Celery, Task
+from opentelemetry import trace
+
+from services.common.errors import ServiceError
+from services.common.grpc_client import insecure_channel
+from services.common.logging import request_id_var
+from services.common.tracing import extract_context
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.orchestrator import events as ev
+from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
+from services.orchestrator.metrics import OrchestratorMetrics
+from services.orchestrator.search import run_search
+from services.orchestrator.settings import OrchestratorSettings
+from services.orchestrator.trace_store import TraceStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_COMPONENT_ERROR = re.compile(r"^(?P<component>\w+): (?P<code>[A-Z_]+): (?P<message>.*)$", re.DOTALL)
+
+
+class LeaseHeld(Exception):
+    """Another live worker is running this job (a redelivery raced it): try again later."""
+
+
+def error_payload(code: str, message: str, field: str = "") -> str:
+    """The ``SearchResult.error`` encoding the gateway maps back to an HTTP status."""
+    return json.dumps({"code": code, "message": message, "field": field})
+
+
+def classify_search_error(error: str) -> str:
+    """A strategy's error text (``"policy: UNAVAILABLE: ..."``) as an error payload."""
+    match = _COMPONENT_ERROR.match(error)
+    if match is None:
+        return error_payload("INTERNAL", error)
+    return error_payload(match["code"], f"{match['component']}: {match['message']}")
+
+
+class JobRunner:
+    """One per worker process: an event loop thread, channels to policy/verifier, Redis."""
+
+    def __init__(self, settings: OrchestratorSettings, redis_url: str, metrics: OrchestratorMetrics) -> None:
+        self.settings = settings
+        self.redis_url = redis_url
+        self.metrics = metrics
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="ttc-jobs", daemon=True)
+        self._thread.start()
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._ready = self.submit(self._connect())
+        self.tracer = trace.get_tracer("ttc.orchestrator")
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the runner's loop and wait for it (called from Celery threads)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    async def _connect(self) -> bool:
+        self.redis = aioredis.Redis.from_url(self.redis_url)
+        self.events = ev.JobEvents(self.redis, self.settings.result_ttl_s)
+        self.traces = TraceStore(self.redis, self.settings.trace_ttl_s)
+        self.policy_channel = insecure_channel(self.settings.policy_target)
+        self.verifier_channel = insecure_channel(self.settings.verifier_target)
+        self._listener = asyncio.create_task(self._listen_cancellations())
+        return True
+
+    async def _listen_cancellations(self) -> None:
+        """Cancel a running job as soon as its cancellation is published."""
+        while True:
+            try:
+                pubsub = self.redis.pubsub()
+                await pubsub.subscribe(ev.CANCEL_CHANNEL)
+                async for message in pubsub.listen():
+                    if message.get("type") != "message":
+                        continue
+                    job_id = message["data"].decode() if isinstance(message["data"], bytes) else str(message["data"])
+                    task = self._running.get(job_id)
+                    if task is not None and not task.done():
+                        task.cancel()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis blip: resubscribe
+                log.warning("cancel listener failed; resubscribing", extra={"error": str(exc)})
+                await asyncio.sleep(1.0)
+
+    # ---------------------------------------------------------------- one job
+
+    async def run(self, payload: str) -> str:
+        """Run one delivered job to its single recorded result; returns what happened."""
+        job = ev.decode_job(payload)
+        job_id = job.job_id
+        if await self.events.result(job_id) is not None:
+            self.metrics.redeliveries.labels("skipped").inc()
+            return "skipped"
+        lease = ev.lease_key(job_id)
+        if not await self.redis.set(lease, self.worker_id, nx=True, ex=self.settings.lease_ttl_s):
+            self.metrics.redeliveries.labels("deferred").inc()
+            raise LeaseHeld(job_id)
+        try:
+            return await self._run_leased(job)
+        finally:
+            await self.redis.delete(lease)
+
+    async def _run_leased(self, job: orchestrator_pb2.SearchJob) -> str:
+        job_id = job.job_id
+        if await self.events.cancelled(job_id):
+            await self._record_cancelled(job)
+            return "cancelled"
+        started = time.time()
+        if job.enqueued_at:
+            self.metrics.queue_wait.observe(max(0.0, started - job.enqueued_at))
+        await self.events.set_status(job_id, ev.RUNNING, started_at=started, worker=self.worker_id)
+        token = request_id_var.set(job_id[:16])
+        self.metrics.running.inc()
+        try:
+            with self.tracer.start_as_current_span("orchestrator/search", context=extract_context(job.trace_context)):
+                return await self._search(job, started)
+        finally:
+            self.metrics.running.dec()
+            request_id_var.reset(token)
+
+    async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
+        job_id = job.job_id
+        timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
+        policy = GrpcPolicy(self.policy_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
+        verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
+        sequence = 0
+
+        async def on_progress(progress: orchestrator_pb2.Progress) -> None:
+            nonlocal sequence
+            sequence += 1
+            await self.events.publish(
+                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, progress=progress)
+            )
+
+        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress))
+        self._running[job_id] = task
+        keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
+        try:
+            result, search_trace = await asyncio.wait_for(task, timeout)
+        except asyncio.CancelledError:
+            if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise  # the worker itself is stopping: leave the job for redelivery
+            self.metrics.cancellations.inc()
+            await self._record_cancelled(job)
+            return "cancelled"
+        except ServiceError as err:
+            result = self._failed(job, error_payload(err.code.name, err.message, err.field))
+            await self.events.record_result(result, ev.FAILED)
+            self.metrics.jobs.labels(job.strategy.name, "invalid").inc()
+            return "failed"
+        except (TimeoutError, grpc.aio.AioRpcError, Exception) as err:
+            log.exception("search failed", extra={"job_id": job_id})
+            code = "DEADLINE_EXCEEDED" if isinstance(err, TimeoutError) else "INTERNAL"
+            await self.events.record_result(self._failed(job, error_payload(code, str(err) or code)), ev.FAILED)
+            self.metrics.jobs.labels(job.strategy.name, "error").inc()
+            return "failed"
+        finally:
+            keeper.cancel()
+            self._running.pop(job_id, None)
+        if result.error and not result.error.startswith("{"):
+            result.error = classify_search_error(result.error)
+        result.budget_used.wall_seconds = time.time() - started
+        await self.traces.save(search_trace)
+        if result.answer:
+            event = orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer)
+            await self.events.publish(job_id, event)
+        failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
+        recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED)
+        outcome = ("error" if failed else "ok") if recorded else "duplicate"
+        self.metrics.jobs.labels(job.strategy.name, outcome).inc()
+        self.metrics.duration.labels(job.strategy.name).observe(time.time() - started)
+        self.metrics.generated_tokens.labels(job.strategy.name).inc(result.budget_used.generated_tokens)
+        return outcome
+
+    async def _keep_lease_and_watch(self, job_id: str, task: asyncio.Future[Any]) -> None:
+        """Refresh the lease and poll the cancel key (pub/sub can miss a message across reconnects)."""
+        lease = ev.lease_key(job_id)
+        last_refresh = time.monotonic()
+        while not task.done():
+            await asyncio.sleep(self.settings.cancel_poll_s)
+            if await self.events.cancelled(job_id):
+                task.cancel()
+                return
+            if time.monotonic() - last_refresh > self.settings.lease_ttl_s / 3:
+                await self.redis.set(lease, self.worker_id, ex=self.settings.lease_ttl_s)
+                last_refresh = time.monotonic()
+
+    def _failed(self, job: orchestrator_pb2.SearchJob, error: str) -> orchestrator_pb2.SearchResult:
+        return orchestrator_pb2.SearchResult(
+            job_id=job.job_id, strategy=job.strategy.name, termination=orchestrator_pb2.TERMINATION_ERROR, error=error
+        )
+
+    async def _record_cancelled(self, job: orchestrator_pb2.SearchJob) -> None:
+        result = orchestrator_pb2.SearchResult(
+            job_id=job.job_id,
+            strategy=job.strategy.name,
+            termination=orchestrator_pb2.TERMINATION_CANCELLED,
+            error="cancelled",
+        )
+        await self.events.record_result(result, ev.CANCELLED)
+        self.metrics.jobs.labels(job.strategy.name, "cancelled").inc()
+
+
+def register_search_task(app: Celery, runner_factory: Any) -> Task:
+    """Register ``ttc.search`` on ``app``; ``runner_factory()`` returns the process's runner."""
+
+    @app.task(name=ev.SEARCH_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+    def search(self: Task, payload: str) -> str:
+        runner: JobRunner = runner_factory()
+        try:
+            return runner.submit(runner.run(payload))
+        except LeaseHeld as held:
+            # Re-publish for later and acknowledge this copy: the lease holder may still die.
+            raise self.retry(countdown=runner.settings.lease_ttl_s, exc=held) from held
+
+    return search  # type: ignore[no-any-return]
