@@ -221,9 +221,7 @@ def build() -> Schema:
             ),
             "monitoring": obj(
                 {
-                    "serviceMonitor": obj(
-                        {"enabled": BOOL, "interval": NONEMPTY, "labels": STRING_MAP}, ["enabled"]
-                    ),
+                    "serviceMonitor": obj({"enabled": BOOL, "interval": NONEMPTY, "labels": STRING_MAP}, ["enabled"]),
                     "prometheusRule": obj({"enabled": BOOL, "labels": STRING_MAP}, ["enabled"]),
                 },
                 ["serviceMonitor", "prometheusRule"],
