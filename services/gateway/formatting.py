@@ -109,6 +109,8 @@ def raise_for_failure(result: orchestrator_pb2.SearchResult) -> None:
         raise HTTPError(409, "the job was cancelled before it finished", code="job_cancelled")
     if result.termination != orchestrator_pb2.TERMINATION_ERROR and not result.error:
         return
+    if result.answer:  # a component failed late, but the search has an answer to return
+        return
     info: dict[str, Any] = {}
     try:
         info = json.loads(result.error) if result.error.startswith("{") else {}

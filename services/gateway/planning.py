@@ -25,6 +25,7 @@ from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.settings import GatewaySettings
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
+from services.orchestrator.search import validate_job
 
 DEFAULT_TEMPERATURE = 0.7
 
@@ -119,8 +120,8 @@ class Planner:
             shed_kv_utilization=settings.shed_kv_utilization,
         )
 
-    def check(self, req: Request) -> tuple[list[tuple[str, str]], str, int]:
-        """Request checks that need the model: returns (messages, prompt, max_tokens)."""
+    def check(self, req: Request) -> tuple[list[tuple[str, str]], str]:
+        """Checks that need nothing but the request: returns (messages, prompt)."""
         messages, prompt, prompt_field = _prompt_parts(req)
         size = sum(len(text) for _, text in messages) + len(prompt)
         if size > self.settings.max_prompt_chars:
@@ -130,6 +131,10 @@ class Planner:
             )
         if len(req.stop_list()) > 4:
             raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
+        return messages, prompt
+
+    def max_tokens(self, req: Request) -> int:
+        """The per-candidate max_tokens, checked against the model's context window (needs the model)."""
         info = self.watch.model(req.model)
         max_tokens_field = "max_tokens"
         if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
@@ -141,19 +146,24 @@ class Planner:
                 f"({info.max_context} tokens)",
                 field=max_tokens_field,
             )
-        if info.max_context:
-            max_tokens = min(max_tokens, info.max_context - 1)
-        return messages, prompt, max_tokens
+        return max_tokens
 
     async def plan(self, req: Request, queue_depth: int) -> Plan:
-        """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception."""
-        from services.orchestrator.search import validate_job
+        """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception.
 
-        messages, prompt, max_tokens = self.check(req)
+        Order matters: request-only checks first (400 even when the policy is down), then the
+        model (404/503), then admission (429), and only then the difficulty probe's compute.
+        """
+        messages, prompt = self.check(req)
         reasoning = req.reasoning.effort if isinstance(req, ChatCompletionRequest) and req.reasoning else None
         requested = normalize_effort(
             req.reasoning_effort, reasoning, req.model, self.model_defaults, self._default_effort()
         )
+        pinned = req.ttc is not None and req.ttc.strategy is not None
+        provisional = req.requested_max_tokens() or self.settings.default_max_tokens
+        if pinned:
+            self._validate_pinned(req, messages, prompt, provisional, requested)
+        max_tokens = self.max_tokens(req)
         decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
         if decision.shed:
             self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
@@ -161,19 +171,9 @@ class Planner:
         for signal in decision.degraded_by:
             self.metrics.degradations.labels(requested, decision.effort, signal).inc()
 
-        pinned = req.ttc is not None and req.ttc.strategy is not None
         job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
         plan = Plan(job, self.table.route(decision.effort, None), requested, decision.effort, decision.degraded_by)
-        if pinned:
-            plan.route = apply_overrides(plan.route, req.ttc)
-            self._fill(plan, req)
-            try:
-                validate_job(plan.job)  # before any compute: a bad pin costs nothing
-            except InvalidArgument as err:
-                leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
-                raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
-            return plan
-        if self.table.needs_difficulty(decision.effort) and self.estimator is not None:
+        if not pinned and self.table.needs_difficulty(decision.effort) and self.estimator is not None:
             estimate = await self.estimator.estimate(req.model, messages, prompt)
             plan.probe = estimate
             plan.difficulty = estimate.difficulty
@@ -182,6 +182,19 @@ class Planner:
         self._fill(plan, req)
         validate_job(plan.job)
         return plan
+
+    def _validate_pinned(
+        self, req: Request, messages: list[tuple[str, str]], prompt: str, max_tokens: int, effort: Effort
+    ) -> None:
+        """A pinned strategy is checked by the orchestrator's own validation before anything else."""
+        job = self._job(req, messages, prompt, max_tokens, effort, effort)
+        plan = Plan(job, apply_overrides(self.table.route(effort, None), req.ttc), effort, effort)
+        self._fill(plan, req)
+        try:
+            validate_job(plan.job)
+        except InvalidArgument as err:
+            leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
+            raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
 
     def _default_effort(self) -> Effort:
         from typing import cast
