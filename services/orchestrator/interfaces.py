@@ -16,6 +16,9 @@ from typing import Any, Literal, Protocol
 FinishReason = Literal["stop", "length", "abort"]
 Aggregation = Literal["min", "product", "mean", "last"]
 AGGREGATIONS: tuple[str, ...] = ("min", "product", "mean", "last")
+# A legacy completions prompt travels as one message with this role; the policy adapter sends
+# it as raw text instead of applying the chat template.
+RAW_PROMPT_ROLE = "raw"
 
 
 @dataclass(frozen=True)

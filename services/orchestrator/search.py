@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Limits
-from services.orchestrator.interfaces import BudgetUsage, Message, Policy, ProgressEvent, Verifier
+from services.orchestrator.interfaces import RAW_PROMPT_ROLE, BudgetUsage, Message, Policy, ProgressEvent, Verifier
 from services.orchestrator.strategies import REGISTRY, build
 from services.orchestrator.strategies.base import (
     Context,
@@ -35,9 +35,6 @@ ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]
 
 DEFAULT_MAX_TOKENS = 1024
 ROLES = ("system", "user", "assistant", "tool")
-# A legacy completions prompt travels as one message with this role; the policy adapter
-# sends it as raw text instead of applying the chat template.
-RAW_PROMPT_ROLE = "raw"
 
 TERMINATIONS = {
     "solved": orchestrator_pb2.TERMINATION_SOLVED,

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from services.common.errors import InvalidArgument
+from services.orchestrator.strategies.ab_mcts import ABMCTSA, ABMCTSM
 from services.orchestrator.strategies.base import Strategy, StrategyInput
+from services.orchestrator.strategies.best_of_n import BestOfN
+from services.orchestrator.strategies.budget_forcing import BudgetForcing
+from services.orchestrator.strategies.mcts import MCTS
+from services.orchestrator.strategies.revision import Revision
 from services.orchestrator.strategies.single import Single
+from services.orchestrator.strategies.stepwise import DVTS, BeamSearch
 from services.orchestrator.strategies.voting import SelfConsistency, WeightedVote
 
 REGISTRY: dict[str, type[Strategy]] = {
@@ -13,6 +19,14 @@ REGISTRY: dict[str, type[Strategy]] = {
         Single,
         SelfConsistency,
         WeightedVote,
+        BestOfN,
+        BeamSearch,
+        DVTS,
+        MCTS,
+        ABMCTSA,
+        ABMCTSM,
+        BudgetForcing,
+        Revision,
     )
 }
 

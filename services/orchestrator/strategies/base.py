@@ -16,16 +16,19 @@ import abc
 import asyncio
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from services.common.answers import extract_boxed
 from services.common.errors import InvalidArgument
 from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
 from services.orchestrator.interfaces import (
     AGGREGATIONS,
     Aggregation,
     Candidate,
+    Generation,
     Message,
     Policy,
     ProgressEvent,
@@ -153,6 +156,22 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class GenRequest:
+    """One batched generation: ``n`` candidates of one prompt/prefix."""
+
+    n: int
+    parent_id: str
+    action: str = "generate"
+    assistant_prefix: str = ""
+    messages: Sequence[Message] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: Sequence[str] | None = None
+    logprobs: bool = False
+    offer: bool = True
+
+
+@dataclass(frozen=True)
 class Generated:
     """A candidate together with the trace node that records it."""
 
@@ -240,25 +259,53 @@ class Context:
         The budget may shrink the call (fewer tokens each, or fewer candidates); every
         candidate becomes a trace node under ``parent_id``. Empty results are allowed —
         strategies must handle an empty expansion."""
-        results: list[Generated] = []
-        remaining = n
+        request = GenRequest(
+            n, parent_id, action, assistant_prefix, messages, max_tokens, temperature, stop, logprobs, offer
+        )
+        return (await self.generate_many([request]))[0]
+
+    async def generate_many(self, requests: Sequence[GenRequest]) -> list[list[Generated]]:
+        """Run several generation requests concurrently (different prompts or prefixes).
+
+        Seeds are drawn and trace nodes recorded in request order, whatever order the calls
+        finish in, so a replay makes the same nodes. If any call fails or the budget stops
+        one, the others still finish and are recorded before the first error is raised."""
+        calls = [self._call(r) for r in requests]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        results: list[list[Generated]] = []
+        first_error: BaseException | None = None
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                first_error = first_error or outcome
+                results.append([])
+                continue
+            results.append(self._record(request, outcome))
+        if first_error is not None:
+            if isinstance(first_error, StopSearch) or not isinstance(first_error, Exception):
+                raise first_error
+            raise ComponentFailed(f"policy failed: {first_error}") from first_error
+        return results
+
+    async def _call(self, request: GenRequest) -> list[tuple[Generation, list[int]]]:
+        chunks: list[tuple[Generation, list[int]]] = []
+        remaining = request.n
         while remaining > 0:
             self._check_cancelled()
             want = min(remaining, MAX_BATCH)
-            count, tokens = self.budget.reserve_policy_call(want, max_tokens or self.sampling.max_tokens)
+            count, tokens = self.budget.reserve_policy_call(want, request.max_tokens or self.sampling.max_tokens)
             seeds = self.seeds.take(count)
             try:
                 generation = await self._bounded(
                     self.policy.generate(
-                        messages if messages is not None else self.problem,
-                        assistant_prefix=assistant_prefix,
+                        request.messages if request.messages is not None else self.problem,
+                        assistant_prefix=request.assistant_prefix,
                         n=count,
                         seeds=seeds,
                         max_tokens=tokens,
-                        temperature=self.sampling.temperature if temperature is None else temperature,
+                        temperature=self.sampling.temperature if request.temperature is None else request.temperature,
                         top_p=self.sampling.top_p,
-                        stop=tuple(self.sampling.stop if stop is None else stop),
-                        logprobs=logprobs,
+                        stop=tuple(self.sampling.stop if request.stop is None else request.stop),
+                        logprobs=request.logprobs,
                     )
                 )
             except StopSearch:
@@ -271,25 +318,37 @@ class Context:
                 raise ComponentFailed(f"policy failed: {err}") from err
             self.budget.release(count, tokens)
             self.budget.charge_generation(generation)
-            for i, candidate in enumerate(generation.candidates):
-                seed = candidate.seed or (seeds[i] if i < len(seeds) else 0)
-                node = self.trace.add(
-                    parent_id, action, text=candidate.text, seed=seed, tokens=candidate.completion_tokens
-                )
-                results.append(Generated(node, candidate))
-                self.candidates_generated += 1
-                if offer and candidate.text.strip():
-                    self.offer(
-                        Choice(
-                            text=assistant_prefix + candidate.text,
-                            node_id=node.id,
-                            finish_reason=candidate.finish_reason,
-                            answer_tokens=candidate.completion_tokens,
-                        )
-                    )
+            chunks.append((generation, seeds))
             remaining -= want
             if count < want:  # the budget shrank this call: nothing is left for more
                 break
+        return chunks
+
+    def _record(self, request: GenRequest, chunks: list[tuple[Generation, list[int]]]) -> list[Generated]:
+        results: list[Generated] = []
+        for generation, seeds in chunks:
+            for i, candidate in enumerate(generation.candidates):
+                seed = candidate.seed or (seeds[i] if i < len(seeds) else 0)
+                node = self.trace.add(
+                    request.parent_id,
+                    request.action,
+                    text=candidate.text,
+                    seed=seed,
+                    tokens=candidate.completion_tokens,
+                )
+                results.append(Generated(node, candidate))
+                self.candidates_generated += 1
+                # Offered as a complete answer when the strategy says so; otherwise (a partial
+                # step, a thought) only as a last-resort fallback, marked as cut short.
+                if candidate.text.strip() and (request.offer or self.best is None):
+                    self.offer(
+                        Choice(
+                            text=request.assistant_prefix + candidate.text,
+                            node_id=node.id,
+                            finish_reason=candidate.finish_reason if request.offer else "length",
+                            answer_tokens=candidate.completion_tokens,
+                        )
+                    )
         return results
 
     async def verify(
@@ -380,6 +439,14 @@ async def execute(strategy: Strategy, ctx: Context) -> Execution:
         return Execution(ctx.best, "error", f"internal error in {strategy.name}: {err}")
     choice = outcome.choice if outcome.choice is not None else ctx.best
     return Execution(choice, outcome.termination)
+
+
+_FINAL_MARKER = re.compile(r"answer is|final answer|####", re.IGNORECASE)
+
+
+def states_final_answer(text: str) -> bool:
+    """Whether a step states the final answer (ends a step-level search path)."""
+    return extract_boxed(text) is not None or _FINAL_MARKER.search(text) is not None
 
 
 def safe_mean(values: Sequence[float]) -> float:

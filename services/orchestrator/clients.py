@@ -1,0 +1,155 @@
+"""gRPC adapters that make the policy and verifier services look like the strategy protocols.
+
+The worker builds these over :func:`services.common.grpc_client.insecure_channel` (which
+carries trace context and the request id). A gRPC failure becomes a ``ComponentError``; the
+search context turns that into termination ``error`` while keeping the best answer so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+from google.protobuf import json_format
+
+from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc, verifier_pb2, verifier_pb2_grpc
+from services.orchestrator.interfaces import (
+    RAW_PROMPT_ROLE,
+    Candidate,
+    ComponentError,
+    FinishReason,
+    Generation,
+    Message,
+    Verdict,
+    Verification,
+    VerifyCall,
+)
+
+_FINISH: dict[int, FinishReason] = {
+    policy_pb2.FINISH_REASON_STOP: "stop",
+    policy_pb2.FINISH_REASON_LENGTH: "length",
+    policy_pb2.FINISH_REASON_ABORT: "abort",
+}
+_AGGREGATION = {
+    "min": verifier_pb2.STEP_AGGREGATION_MIN,
+    "product": verifier_pb2.STEP_AGGREGATION_PRODUCT,
+    "mean": verifier_pb2.STEP_AGGREGATION_MEAN,
+    "last": verifier_pb2.STEP_AGGREGATION_LAST,
+}
+
+
+def prompt_input(messages: Sequence[Message], assistant_prefix: str) -> policy_pb2.PromptInput:
+    """Chat messages, or raw text for a legacy completions prompt."""
+    if len(messages) == 1 and messages[0].role == RAW_PROMPT_ROLE:
+        return policy_pb2.PromptInput(prompt=messages[0].content, assistant_prefix=assistant_prefix)
+    return policy_pb2.PromptInput(
+        messages=[common_pb2.ChatMessage(role=m.role, content=m.content) for m in messages],
+        assistant_prefix=assistant_prefix,
+    )
+
+
+def _describe(err: grpc.aio.AioRpcError) -> str:
+    return f"{err.code().name}: {err.details()}"
+
+
+class GrpcPolicy:
+    """``Policy`` over the policy service. ``timeout`` bounds each call (seconds)."""
+
+    def __init__(self, channel: grpc.aio.Channel, model: str = "", *, request_id: str = "", timeout: float = 600.0):
+        self._stub = policy_pb2_grpc.PolicyStub(channel)
+        self._model = model
+        self._request_id = request_id
+        self._timeout = timeout
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        assistant_prefix: str,
+        n: int,
+        seeds: Sequence[int],
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        stop: Sequence[str],
+        logprobs: bool,
+    ) -> Generation:
+        request = policy_pb2.GenerateRequest(
+            model=self._model,
+            input=prompt_input(messages, assistant_prefix),
+            sampling=policy_pb2.SamplingParams(
+                n=n,
+                seeds=list(seeds),
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                stop=list(stop),
+                logprobs=logprobs,
+            ),
+            request_id=self._request_id,
+        )
+        try:
+            response = await self._stub.Generate(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            raise ComponentError("policy", _describe(err)) from err
+        return Generation(
+            candidates=tuple(
+                Candidate(
+                    text=c.text,
+                    finish_reason=_FINISH.get(c.finish_reason, "stop"),
+                    completion_tokens=c.completion_tokens,
+                    seed=c.seed,
+                    logprobs=tuple(t.logprob for t in c.logprobs),
+                )
+                for c in response.candidates
+            ),
+            prompt_tokens=response.usage.prompt_tokens,
+            cached_tokens=response.usage.cached_tokens,
+        )
+
+
+class GrpcVerifier:
+    """``Verifier`` over the verifier service."""
+
+    def __init__(self, channel: grpc.aio.Channel, model: str = "", *, request_id: str = "", timeout: float = 600.0):
+        self._stub = verifier_pb2_grpc.VerifierStub(channel)
+        self._model = model
+        self._request_id = request_id
+        self._timeout = timeout
+
+    def request(self, call: VerifyCall) -> verifier_pb2.VerifyRequest:
+        code = verifier_pb2.CodeSpec()
+        if call.code:
+            json_format.ParseDict(dict(call.code), code)
+        return verifier_pb2.VerifyRequest(
+            verifier=call.verifier,
+            problem=[common_pb2.ChatMessage(role=m.role, content=m.content) for m in call.problem],
+            candidates=list(call.candidates),
+            reference=call.reference,
+            code=code,
+            aggregation=_AGGREGATION[call.aggregation],
+            ensemble=[verifier_pb2.WeightedVerifier(name=n, weight=w) for n, w in call.ensemble],
+            format_pattern=call.format_pattern,
+            model=self._model,
+            request_id=self._request_id,
+        )
+
+    async def verify(self, call: VerifyCall) -> Verification:
+        try:
+            response = await self._stub.Verify(self.request(call), timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            raise ComponentError("verifier", _describe(err)) from err
+        return Verification(
+            verdicts=tuple(
+                Verdict(
+                    score=v.score,
+                    passed=v.passed,
+                    step_scores=tuple(v.step_scores),
+                    feedback=v.feedback,
+                    extracted_answer=v.extracted_answer,
+                )
+                for v in response.verdicts
+            ),
+            prompt_tokens=response.usage.prompt_tokens,
+            completion_tokens=response.usage.completion_tokens,
+        )
