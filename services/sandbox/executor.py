@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.isolation import Interpreter, MountedFile, bwrap_args, prlimit_args, python_argv
+from services.sandbox.isolation import (
+    Interpreter,
+    MountedFile,
+    bwrap_args,
+    prlimit_args,
+    python_argv,
+    setpriv_args,
+)
 from services.sandbox.limits import ExecLimits
 from services.sandbox.outcome import classify
 from services.sandbox.runner import memfd_with, run_sandboxed
@@ -62,7 +69,8 @@ class Executor:
             fds = [m.fd for m in mounted]
             # bwrap reads descriptors by number; the CLOEXEC ones are passed explicitly by Popen.
             status_r, status_w = os.pipe()
-            command = prlimit_args(s.prlimit_path, limits, tmpfs_bytes=s.tmpfs_bytes, max_open_files=s.max_open_files)
+            command = setpriv_args(s.setpriv_path, uid)
+            command += prlimit_args(s.prlimit_path, limits, tmpfs_bytes=s.tmpfs_bytes, max_open_files=s.max_open_files)
             command += bwrap_args(
                 s.bwrap_path,
                 interpreter,
@@ -77,7 +85,6 @@ class Executor:
                 pass_fds=fds,
                 status_fd_w=status_w,
                 status_fd_r=status_r,
-                uid=uid,
                 wall_seconds=limits.wall_seconds,
                 max_output_bytes=limits.max_output_bytes,
                 on_kill=self.on_kill,

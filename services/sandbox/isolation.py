@@ -82,6 +82,18 @@ def probe_interpreter(python_path: str, timeout: float = 30.0) -> Interpreter:
     return Interpreter(executable=info["executable"], ro_paths=tuple(roots + paths))
 
 
+def setpriv_args(setpriv_path: str, uid: int | None) -> list[str]:
+    """Switch to the slot's uid and gid with no supplementary groups (nothing when ``uid`` is None).
+
+    Done by exec'ing ``setpriv`` rather than by ``Popen(user=...)``: that would make Python
+    fork() instead of vfork(), and fork handlers of the threaded gRPC runtime then crash the
+    child now and then before it can exec.
+    """
+    if uid is None:
+        return []
+    return [setpriv_path, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
 def prlimit_args(prlimit_path: str, limits: ExecLimits, *, tmpfs_bytes: int, max_open_files: int) -> list[str]:
     """``prlimit`` options: CPU (SIGXCPU then SIGKILL), address space, processes, file size, fds, no core."""
     cpu_soft, cpu_hard = limits.cpu_rlimit
@@ -138,8 +150,13 @@ def bwrap_args(
     args += _root_links()
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(tmpfs_bytes), "--tmpfs", WORKDIR]
+    # POSIX semaphores and shared memory (multiprocessing) need a writable /dev/shm.
+    args += ["--size", str(tmpfs_bytes), "--tmpfs", "/dev/shm"]
     for f in files:
         args += ["--perms", "0644", "--file", str(f.fd), f"{WORKDIR}/{f.path}"]
+    # bwrap builds "/" and "/dev" as tmpfs with no size limit: make them read-only, so the
+    # size-limited /tmp is the only writable place (device nodes like /dev/null still work).
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *argv]
     return args
 

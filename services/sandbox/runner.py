@@ -124,12 +124,11 @@ async def run_sandboxed(
     pass_fds: Sequence[int],
     status_fd_w: int,
     status_fd_r: int,
-    uid: int | None,
     wall_seconds: float,
     max_output_bytes: int,
     on_kill: Callable[[str], None] = lambda reason: None,
 ) -> RawRun:
-    """Run ``command`` (prlimit … bwrap …) as ``uid``; the caller owns and closes ``pass_fds``."""
+    """Run ``command`` (setpriv … prlimit … bwrap …); the caller owns and closes ``pass_fds``."""
     loop = asyncio.get_running_loop()
     run = RawRun()
     stdin_fd = memfd_with(stdin, "stdin")
@@ -147,9 +146,6 @@ async def run_sandboxed(
             env={},
             cwd="/",
             start_new_session=True,
-            user=uid,
-            group=uid,
-            extra_groups=[] if uid is not None else None,
         )
     except OSError as exc:
         for fd in (out_r, err_r, status_fd_r):
@@ -162,16 +158,20 @@ async def run_sandboxed(
 
     pid = proc.pid
     reaped = False
+    child = _ChildTracker(loop, status_fd_r, pid)
 
     def kill(reason: str) -> None:
-        # Only while the monitor is unreaped, so the process group id cannot have been reused.
+        # Only while the monitor is unreaped, so neither pid can have been reused.
         if reaped:
             return
         if not run.killed:
             run.killed = True
             on_kill(reason)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        # Killing the namespace's PID 1 makes the kernel kill everything inside before PID 1
+        # is reaped; the monitor then exits on its own, reporting CPU time and peak RSS.
+        if not child.kill():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     def overflow() -> None:
         run.output_exceeded = True
@@ -180,45 +180,147 @@ async def run_sandboxed(
     out = _CappedReader(loop, out_r, max_output_bytes, overflow)
     err = _CappedReader(loop, err_r, max_output_bytes, overflow)
     pidfd = os.pidfd_open(pid)
-    exited: asyncio.Future[None] = loop.create_future()
-
-    def on_exit() -> None:
-        if not exited.done():
-            exited.set_result(None)
-
-    loop.add_reader(pidfd, on_exit)
+    exited = _readable(loop, pidfd)
     try:
         try:
             await asyncio.wait_for(asyncio.shield(exited), timeout=wall_seconds)
         except TimeoutError:
             run.timed_out = True
             kill("timeout")
-            await exited
+            try:
+                await asyncio.wait_for(asyncio.shield(exited), timeout=_DRAIN_SECONDS)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                await exited
     finally:
         # Also reached when the caller is cancelled: never leave a tree running or unreaped.
         if not exited.done():
             kill("cancelled")
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         loop.remove_reader(pidfd)
         os.close(pidfd)
         _, wait_status, usage = os.wait4(pid, 0)
         reaped = True
         proc.returncode = os.waitstatus_to_exitcode(wait_status)  # keep Popen from reaping again
         run.wall_seconds = time.perf_counter() - start
+        # If the monitor died first, PID 1 is being torn down asynchronously: wait for it.
+        await child.gone(_DRAIN_SECONDS)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(out.eof, err.eof), timeout=_DRAIN_SECONDS)
         out.close()
         err.close()
-        run.status_lines = _parse_status(_read_all_nonblocking(status_fd_r))
-        os.close(status_fd_r)
+        child.close()
 
+    run.status_lines = child.lines
     run.wait_status = wait_status
     run.cpu_seconds = usage.ru_utime + usage.ru_stime
     run.peak_memory_bytes = usage.ru_maxrss * 1024
     run.stdout, run.stdout_truncated = bytes(out.buffer), out.truncated
     run.stderr, run.stderr_truncated = bytes(err.buffer), err.truncated
-    run.sandbox_started = any("child-pid" in line for line in run.status_lines)
+    run.sandbox_started = child.pid is not None
     for line in run.status_lines:
         code = line.get("exit-code")
         if isinstance(code, int):
             run.bwrap_exit_code = code
     return run
+
+
+def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.Future[None]:
+    """A future set when ``fd`` becomes readable (a pidfd: when the process has exited)."""
+    future: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    loop.add_reader(fd, ready)
+    return future
+
+
+class _ChildTracker:
+    """Follows bwrap's ``--json-status-fd`` to hold a pidfd on the namespace's PID 1.
+
+    The pidfd is opened while the monitor (its parent) is alive and checked to be the
+    monitor's child, so it names the right process even if pids are recycled later.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, monitor_pid: int) -> None:
+        self.loop, self.fd, self.monitor_pid = loop, fd, monitor_pid
+        self.buffer = b""
+        self.lines: list[dict[str, object]] = []
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.open = True
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.loop.remove_reader(self.fd)
+            return
+        self.buffer += data
+        *complete, self.buffer = self.buffer.split(b"\n")
+        for item in _parse_status(b"\n".join(complete)):
+            self.lines.append(item)
+            if isinstance(item.get("child-pid"), int) and self.pid is None:
+                self.pid = int(item["child-pid"])  # type: ignore[call-overload]
+                self._open_pidfd(self.pid)
+
+    def _open_pidfd(self, pid: int) -> None:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                ppid = next((int(line.split()[1]) for line in f if line.startswith("PPid:")), -1)
+        except OSError:
+            ppid = -1
+        if ppid == self.monitor_pid:
+            self.pidfd = pidfd
+        else:
+            os.close(pidfd)
+
+    def kill(self) -> bool:
+        """SIGKILL PID 1 of the namespace; False when it is not known (yet)."""
+        self._readable()  # pick up a child-pid line that arrived since the last loop turn
+        if self.pidfd is None:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        return True
+
+    async def gone(self, timeout: float) -> None:
+        """Wait until PID 1 (and so its whole namespace) has exited."""
+        if self.pidfd is None:
+            return
+        done = _readable(self.loop, self.pidfd)
+        try:
+            await asyncio.wait_for(done, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self.loop.remove_reader(self.pidfd)
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            with contextlib.suppress(ValueError, OSError):
+                self.loop.remove_reader(self.fd)
+            rest = _read_all_nonblocking(self.fd)
+            os.close(self.fd)
+            self.lines += _parse_status(self.buffer + rest)
+            if self.pid is None:
+                pids = [x["child-pid"] for x in self.lines if isinstance(x.get("child-pid"), int)]
+                self.pid = int(pids[0]) if pids else None  # type: ignore[call-overload]
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+                self.pidfd = None

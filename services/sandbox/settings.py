@@ -56,6 +56,9 @@ class SandboxSettings(BaseSettings):
 
     bwrap_path: str = Field("/usr/bin/bwrap", description="The bubblewrap binary.")
     prlimit_path: str = Field("/usr/bin/prlimit", description="util-linux prlimit, which sets the rlimits.")
+    setpriv_path: str = Field(
+        "/usr/bin/setpriv", description="util-linux setpriv, which switches to the slot's uid (when root)."
+    )
     python_path: str = Field(
         "/usr/bin/python3",
         description=(

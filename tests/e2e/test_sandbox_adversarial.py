@@ -1,0 +1,320 @@
+"""Hostile programs against the real sandbox service (real bwrap): each one is contained,
+reported with the right status, and an ordinary execution running at the same time succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from services.gen.ttc.v1 import sandbox_pb2
+from services.sandbox.client import SandboxClient
+from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy
+
+pytestmark = pytest.mark.e2e
+
+S = sandbox_pb2
+SLOTS = 4
+
+
+@dataclass
+class Sandbox:
+    target: str
+    metrics_url: str
+    secret: str
+    uid_base: int
+    tmpdir: Path
+    service: ServiceProcess
+
+
+def sandbox_processes(uid_base: int) -> list[int]:
+    """Host pids owned by the service's slot uids: every process a sandboxed program started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        uid_line = next((line for line in status.splitlines() if line.startswith("Uid:")), "")
+        if uid_line and uid_base <= int(uid_line.split()[1]) < uid_base + SLOTS:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    port, metrics_port = free_port(), free_port()
+    secret = "ttc-secret-" + secrets.token_hex(8)
+    uid_base = 70000 + (os.getpid() % 500) * 64  # apart from other sandboxes on this host
+    tmpdir = Path(tempfile.mkdtemp(prefix="ttc-sandbox-tmp-"))
+    service = ServiceProcess(
+        "sandbox",
+        env={
+            "TTC_SANDBOX_PORT": str(port),
+            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
+            "TTC_SANDBOX_MAX_CONCURRENCY": str(SLOTS),
+            "TTC_SANDBOX_UID_BASE": str(uid_base),
+            "TTC_SANDBOX_TMPFS_BYTES": str(16 * 1024 * 1024),
+            "TTC_SERVICE_SECRET": secret,
+            "TMPDIR": str(tmpdir),
+        },
+    ).start()
+    service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
+    yield Sandbox(f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics", secret, uid_base, tmpdir, service)
+    service.stop()
+    assert list(tmpdir.iterdir()) == [], "the service left files behind"
+    tmpdir.rmdir()
+
+
+@pytest.fixture
+async def client(sandbox: Sandbox) -> AsyncIterator[SandboxClient]:
+    async with SandboxClient(sandbox.target) as c:
+        yield c
+
+
+CANARY = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+
+
+async def run_with_canary(
+    client: SandboxClient, code: str, limits: sandbox_pb2.Limits, **kwargs: object
+) -> sandbox_pb2.ExecuteResponse:
+    """Run a hostile program and, while it runs, an ordinary one that must still succeed."""
+    hostile = asyncio.create_task(client.execute(code, limits=limits, **kwargs))  # type: ignore[arg-type]
+    await asyncio.sleep(0.3)
+    canary = await client.execute(CANARY, stdin=b"1 2 3 4", limits=S.Limits(wall_seconds=30))
+    assert canary.outcome.status == S.EXEC_STATUS_OK, canary
+    assert canary.outcome.stdout == b"10\n"
+    return await hostile
+
+
+def assert_no_leftovers(sandbox: Sandbox) -> None:
+    assert sandbox_processes(sandbox.uid_base) == []
+    assert sandbox.service.proc is not None and sandbox.service.proc.poll() is None
+    assert grpc_healthy(sandbox.target)
+
+
+FORK_BOMB = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+
+async def test_fork_bomb_is_capped_and_killed(sandbox: Sandbox, client: SandboxClient) -> None:
+    limits = S.Limits(max_processes=16, wall_seconds=3, cpu_seconds=2)
+    hostile = asyncio.create_task(client.execute(FORK_BOMB, limits=limits))
+    await asyncio.sleep(1.0)
+    during = sandbox_processes(sandbox.uid_base)
+    # The bomb is visible from the host while it runs (so the leftover check below can fail),
+    # and capped: bwrap's monitor plus at most max_processes.
+    assert 1 < len(during) <= 16 + 1
+    canary = await client.execute(CANARY, stdin=b"5 5", limits=S.Limits(wall_seconds=30))
+    assert canary.outcome.status == S.EXEC_STATUS_OK and canary.outcome.stdout == b"10\n"
+    reply = await hostile
+    assert reply.outcome.status == S.EXEC_STATUS_TIMEOUT
+    assert_no_leftovers(sandbox)
+
+
+async def test_infinite_loop_hits_cpu_limit(sandbox: Sandbox, client: SandboxClient) -> None:
+    reply = await run_with_canary(client, "while True:\n    pass\n", S.Limits(cpu_seconds=1, wall_seconds=20))
+    assert reply.outcome.status == S.EXEC_STATUS_TIMEOUT
+    assert reply.outcome.cpu_seconds >= 1.0
+    assert "CPU" in reply.message
+    assert_no_leftovers(sandbox)
+
+
+async def test_sleeper_hits_wall_clock(sandbox: Sandbox, client: SandboxClient) -> None:
+    reply = await run_with_canary(client, "import time\ntime.sleep(60)\n", S.Limits(wall_seconds=1.5))
+    assert reply.outcome.status == S.EXEC_STATUS_TIMEOUT
+    assert 1.5 <= reply.outcome.wall_seconds < 10
+    assert reply.outcome.signal == 9
+    assert_no_leftovers(sandbox)
+
+
+async def test_memory_bomb(sandbox: Sandbox, client: SandboxClient) -> None:
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 1024 * 1024))\n"
+    reply = await run_with_canary(client, code, S.Limits(memory_bytes=256 * 1024 * 1024))
+    assert reply.outcome.status == S.EXEC_STATUS_MEMORY_LIMIT
+    assert b"MemoryError" in reply.outcome.stderr
+    assert 100 * 1024 * 1024 < reply.outcome.peak_memory_bytes <= 256 * 1024 * 1024
+    assert_no_leftovers(sandbox)
+
+
+async def test_endless_output_is_capped(sandbox: Sandbox, client: SandboxClient) -> None:
+    code = "while True:\n    print('x' * 1000)\n"
+    reply = await run_with_canary(client, code, S.Limits(max_output_bytes=10_000, wall_seconds=20))
+    assert reply.outcome.status == S.EXEC_STATUS_OUTPUT_LIMIT
+    assert reply.outcome.stdout_truncated
+    assert len(reply.outcome.stdout) == 10_000
+    assert_no_leftovers(sandbox)
+
+
+async def test_host_secrets_are_invisible(sandbox: Sandbox, client: SandboxClient) -> None:
+    code = f"""
+import os
+print(sorted(os.listdir('/')))
+print(dict(os.environ))
+for path in ['/etc/shadow', '/etc/passwd', '/root', {str(ROOT / "pyproject.toml")!r}, '/work', '/proc/1/environ']:
+    try:
+        with open(path, 'rb') as f:
+            print(path, 'READ', f.read()[:2000])
+    except OSError as e:
+        print(path, 'DENIED', type(e).__name__)
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        try:
+            print(pid, open(f'/proc/{{pid}}/environ', 'rb').read(), open(f'/proc/{{pid}}/cmdline', 'rb').read())
+        except OSError as e:
+            print(pid, type(e).__name__)
+"""
+    reply = await run_with_canary(client, code, S.Limits())
+    out = reply.outcome.stdout.decode()
+    assert reply.outcome.status == S.EXEC_STATUS_OK, reply
+    assert sandbox.secret not in out and sandbox.secret not in reply.outcome.stderr.decode()
+    assert "/etc/shadow DENIED" in out and "/etc/passwd DENIED" in out and "/root DENIED" in out
+    assert f"{ROOT / 'pyproject.toml'} DENIED" in out and "/work DENIED" in out
+    assert "['bin', 'dev', 'lib', 'lib64', 'proc', 'tmp', 'usr']" in out
+    assert "TTC_" not in out and "VIRTUAL_ENV" not in out
+    # Only the program itself is visible in its PID namespace.
+    visible = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert visible == ["1"]
+    assert_no_leftovers(sandbox)
+
+
+async def test_writes_outside_the_workdir_fail(sandbox: Sandbox, client: SandboxClient) -> None:
+    marker = "ttc-escape-" + secrets.token_hex(6)
+    targets = ["/" + marker, f"/usr/lib/{marker}", f"/proc/{marker}", f"/dev/{marker}", str(ROOT / marker)]
+    code = f"""
+for path in {targets!r}:
+    try:
+        with open(path, 'w') as f:
+            f.write('x')
+        print(path, 'WROTE')
+    except OSError as e:
+        print(path, 'DENIED', type(e).__name__)
+open('/tmp/{marker}', 'w').write('inside')  # allowed: the private tmpfs, gone afterwards
+print(open('/tmp/{marker}').read())
+"""
+    reply = await run_with_canary(client, code, S.Limits())
+    out = reply.outcome.stdout.decode()
+    assert reply.outcome.status == S.EXEC_STATUS_OK, reply
+    assert "WROTE" not in out and out.count("DENIED") == len(targets)
+    assert out.endswith("inside\n")
+    for path in [*targets, f"/tmp/{marker}", str(sandbox.tmpdir / marker)]:
+        assert not Path(path).exists(), path
+    assert_no_leftovers(sandbox)
+
+
+async def test_no_network(sandbox: Sandbox, client: SandboxClient, redis_server: RedisServer) -> None:
+    # A real Redis listens on the host, so a refused connection means isolation, not absence.
+    code = f"""
+import socket
+for host, port in [('127.0.0.1', {redis_server.port}), ('127.0.0.1', 6379), ('8.8.8.8', 53), ('10.0.0.1', 80)]:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        print(host, port, 'CONNECTED')
+    except OSError as e:
+        print(host, port, 'FAILED', type(e).__name__)
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b'x', ('8.8.8.8', 53))
+    print('udp SENT')
+except OSError as e:
+    print('udp FAILED', type(e).__name__)
+print(open('/proc/net/dev').read())
+"""
+    assert redis_server.proc is not None and redis_server.proc.poll() is None
+    reply = await run_with_canary(client, code, S.Limits(wall_seconds=20))
+    out = reply.outcome.stdout.decode()
+    assert reply.outcome.status == S.EXEC_STATUS_OK, reply
+    assert "CONNECTED" not in out and "udp SENT" not in out
+    assert out.count("FAILED") == 5
+    interfaces = [line.split(":")[0].strip() for line in out.splitlines() if ":" in line and "|" not in line]
+    assert interfaces == ["lo"]
+    assert_no_leftovers(sandbox)
+
+
+async def test_signalling_the_parent_harms_nothing(sandbox: Sandbox, client: SandboxClient) -> None:
+    assert sandbox.service.proc is not None
+    service_pid = sandbox.service.proc.pid
+    code = f"""
+import os, signal
+for what, call in [('parent', lambda: os.kill(os.getppid(), signal.SIGKILL)),
+                   ('all', lambda: os.kill(-1, signal.SIGKILL)),
+                   ('group', lambda: os.killpg(0, signal.SIGKILL)),
+                   ('service', lambda: os.kill({service_pid}, signal.SIGKILL)),
+                   ('init', lambda: os.kill(1, signal.SIGTERM))]:
+    try:
+        call()
+        print(what, 'sent')
+    except OSError as e:
+        print(what, type(e).__name__)
+print('still here')
+"""
+    reply = await run_with_canary(client, code, S.Limits())
+    assert reply.outcome.stdout.endswith(b"still here\n"), reply
+    assert sandbox.service.proc.poll() is None
+    assert_no_leftovers(sandbox)
+
+
+async def test_background_process_does_not_outlive_the_execution(sandbox: Sandbox, client: SandboxClient) -> None:
+    # A double-forked daemon in its own session, ignoring SIGTERM/SIGHUP, meant to run for a minute.
+    code = """
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        time.sleep(60)
+    os._exit(0)
+time.sleep(0.5)
+print('parent done')
+"""
+    reply = await run_with_canary(client, code, S.Limits(wall_seconds=20))
+    assert reply.outcome.status == S.EXEC_STATUS_OK
+    assert reply.outcome.wall_seconds < 15  # returned when the program ended, not after the daemon
+    assert_no_leftovers(sandbox)
+    # And the same daemon behind a program that itself times out.
+    reply = await run_with_canary(client, code.replace("time.sleep(0.5)", "time.sleep(60)"), S.Limits(wall_seconds=1))
+    assert reply.outcome.status == S.EXEC_STATUS_TIMEOUT
+    assert_no_leftovers(sandbox)
+
+
+async def test_filling_the_disk_is_contained(sandbox: Sandbox, client: SandboxClient) -> None:
+    code = """
+import os
+written = 0
+try:
+    with open('fill', 'wb') as f:
+        while True:
+            f.write(b'\\0' * (1 << 20))
+            f.flush()
+            written += 1 << 20
+except OSError as e:
+    print('stopped', written, e.errno)
+    raise
+"""
+    before = os.statvfs(tempfile.gettempdir())
+    reply = await run_with_canary(client, code, S.Limits(wall_seconds=20))
+    assert reply.outcome.status == S.EXEC_STATUS_RUNTIME_ERROR
+    assert b"No space left on device" in reply.outcome.stderr or b"File too large" in reply.outcome.stderr
+    written = int(reply.outcome.stdout.split()[1])
+    assert written <= 16 * 1024 * 1024  # the tmpfs size given to the service
+    after = os.statvfs(tempfile.gettempdir())
+    # Nothing reached the host's disk (allow for other writers on this shared machine).
+    assert (before.f_bfree - after.f_bfree) * before.f_frsize < 8 * 1024 * 1024
+    assert list(sandbox.tmpdir.iterdir()) == []
+    assert_no_leftovers(sandbox)
