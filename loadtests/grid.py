@@ -8,24 +8,13 @@ budget. Specs are parsed and validated here, before any request is sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
-# Effort names the OpenAI API defines (PRIMER §8); the gateway accepts these.
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
-# Strategy names of ttc.v1.StrategySpec.name (proto/ttc/v1/orchestrator.proto).
-STRATEGIES = (
-    "single",
-    "self_consistency",
-    "weighted_vote",
-    "best_of_n",
-    "beam_search",
-    "dvts",
-    "mcts",
-    "ab_mcts_a",
-    "ab_mcts_m",
-    "budget_forcing",
-    "revision",
-)
+from services.gateway.protocol import Effort, StrategyName
+
+# The gateway's own lists (services/gateway/protocol.py), so the grid cannot drift from them.
+EFFORTS: tuple[str, ...] = get_args(Effort)
+STRATEGIES: tuple[str, ...] = get_args(StrategyName)
 AUTO = "auto"
 
 
@@ -65,7 +54,7 @@ class Cell:
         if self.n is not None:
             ext["n"] = self.n
         if self.token_budget is not None:
-            ext["max_reasoning_tokens"] = self.token_budget
+            ext["token_budget"] = self.token_budget
         if self.verifier:
             ext["verifier"] = self.verifier
         return ext

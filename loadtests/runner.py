@@ -31,7 +31,7 @@ from loadtests.client import Reply, candidate_texts, fetch_trace, request_kwargs
 from loadtests.grid import Cell
 from services.evaluation.checkers import CodeRunner, check
 from services.evaluation.datasets import Problem, split_of
-from services.evaluation.records import RecordWriter, RequestRecord, done_keys, write_run_meta
+from services.evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 
 
 class PreflightError(RuntimeError):
@@ -111,6 +111,14 @@ def _plan(problems: Sequence[Problem], cells: Sequence[Cell], config: RunConfig)
     return jobs
 
 
+def _verdict(value: Any) -> str:
+    """``passed``/``failed`` (with the verifier and score) from the response's verdict object."""
+    if not isinstance(value, dict):
+        return ""
+    state = "passed" if value.get("passed") else "failed"
+    return f"{state} {value.get('verifier', '')} {float(value.get('score') or 0.0):.3f}".strip()
+
+
 async def _record(
     problem: Problem, cell: Cell, sample: int, seed: int, reply: Reply, trace: dict[str, Any] | None,
     config: RunConfig, run_id: str, runner: CodeRunner | None,
@@ -128,10 +136,11 @@ async def _record(
         outcome="error",
         effort_applied=str(ext.get("effort_applied") or ""),
         strategy=str(ext.get("strategy") or ""),
-        n=int(ext.get("candidates") or 0),
+        n=int(ext.get("candidates_generated") or ext.get("n") or 0),
+        difficulty_bin=str(ext.get("difficulty_bin") or ""),
         difficulty=float(ext["difficulty"]) if isinstance(ext.get("difficulty"), int | float) else None,
         termination=str(ext.get("termination") or ""),
-        verifier_verdict=str(ext.get("verifier_verdict") or ext.get("verdict") or ""),
+        verifier_verdict=_verdict(ext.get("verifier_verdict")),
         finish_reason=reply.finish_reason,
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
@@ -185,6 +194,7 @@ async def run(
         **config.extra_meta,
     }
     write_run_meta(config.out, meta)
+    write_problems(config.out, problems)
     client = openai.AsyncOpenAI(
         base_url=config.base_url, api_key=config.api_key, timeout=config.request_timeout_s, max_retries=0
     )

@@ -15,9 +15,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from services.evaluation.datasets import Problem
+
 Outcome = Literal["correct", "wrong", "error"]
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
+PROBLEMS_FILE = "problems.jsonl"
 SCHEMA_VERSION = 1
 
 
@@ -40,7 +43,8 @@ class RequestRecord:
     effort_applied: str = ""
     strategy: str = ""  # the strategy the gateway reports it ran
     n: int = 0  # candidates the gateway reports (0 if unknown)
-    difficulty: float | None = None
+    difficulty: float | None = None  # the gateway's estimate, when it made one
+    difficulty_bin: str = ""
     termination: str = ""
     verifier_verdict: str = ""
     finish_reason: str = ""
@@ -110,6 +114,29 @@ def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     tmp = run_dir / (RUN_FILE + ".tmp")
     tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, **meta}, indent=2, sort_keys=True), encoding="utf-8")
     tmp.replace(run_dir / RUN_FILE)
+
+
+def write_problems(run_dir: Path, problems: Iterable[Problem]) -> None:
+    """The run's problems (questions and references), so calibration can embed the prompts."""
+    path = run_dir / PROBLEMS_FILE
+    known = set(read_problems(run_dir)) if path.exists() else set()
+    with path.open("a", encoding="utf-8") as handle:
+        for p in problems:
+            if p.id not in known:
+                handle.write(json.dumps(p.to_dict(), sort_keys=True) + "\n")
+                known.add(p.id)
+
+
+def read_problems(run_dir: Path) -> dict[str, Problem]:
+    path = run_dir / PROBLEMS_FILE
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            p = Problem.from_dict(json.loads(line))
+            out[p.id] = p
+    return out
 
 
 def read_run_meta(run_dir: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ def test_grid_is_the_product_of_efforts_and_strategies() -> None:
     assert len(cells) == 6
     assert cells[0] == Cell("low", None)
     assert cells[1].label == "self_consistency:n=4"
-    assert cells[2].extension() == {"strategy": "best_of_n", "n": 8, "max_reasoning_tokens": 512}
+    assert cells[2].extension() == {"strategy": "best_of_n", "n": 8, "token_budget": 512}
     assert cells[0].extension() is None and cells[0].label == ""
 
 
