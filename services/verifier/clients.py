@@ -8,6 +8,7 @@ anything else is a per-candidate infrastructure error.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import grpc
@@ -26,6 +27,7 @@ from services.verifier.types import (
 )
 
 OUTPUT_CHARS = 1500
+QUEUE_FULL_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
 
 
 def _details(err: grpc.aio.AioRpcError) -> str:
@@ -96,7 +98,7 @@ class GrpcSandboxRunner:
         if limits is not None:
             request.limits.CopyFrom(limits)
         try:
-            reply = await self.stub.Execute(request, timeout=self.timeout_s)
+            reply = await self._execute(request)
         except grpc.aio.AioRpcError as err:
             code_ = err.code()
             if code_ == grpc.StatusCode.UNAVAILABLE:
@@ -120,6 +122,18 @@ class GrpcSandboxRunner:
         if not runs and reply.outcome.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
             raise SandboxError(reply.message or _output(reply.outcome) or "sandbox error")
         return ExecResult(runs, reply.message)
+
+    async def _execute(self, request: sandbox_pb2.ExecuteRequest) -> sandbox_pb2.ExecuteResponse:
+        """One Execute, retried with backoff while the sandbox's queue is full (RESOURCE_EXHAUSTED)."""
+        for delay in (*QUEUE_FULL_BACKOFF_S, None):
+            try:
+                reply: sandbox_pb2.ExecuteResponse = await self.stub.Execute(request, timeout=self.timeout_s)
+                return reply
+            except grpc.aio.AioRpcError as err:
+                if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or delay is None:
+                    raise
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         await self.channel.close()

@@ -46,8 +46,8 @@ def verdict_from_run(code: str, result: ExecResult) -> Verdict:
     """Fold per-test results into a verdict; any test the sandbox failed to run makes it an error."""
     infra = [t for t in result.tests if t.infra_error]
     if infra:
-        detail = "; ".join(f"{t.name}: {t.output[:200]}" for t in infra)
-        return Verdict(extracted_answer=code, error=f"sandbox error: {detail or result.message}")
+        detail = result.message or "; ".join(f"{t.name}: {t.output[:200]}".rstrip(": ") for t in infra)
+        return Verdict(extracted_answer=code, error=f"sandbox error: {detail}")
     if not result.tests:
         return Verdict(extracted_answer=code, error=f"sandbox returned no test results: {result.message}")
     passed = sum(t.passed for t in result.tests)

@@ -68,7 +68,7 @@ async def test_sandbox_errors_are_errors_not_wrong_code() -> None:
 
     out = await CodeTests(ScriptedSandbox(broken), 4).verify(job("x = 1", code=spec("t")))
     (v,) = out.verdicts
-    assert v.error.startswith("sandbox error") and "bwrap" in v.error
+    assert v.error.startswith("sandbox error: t") and "bwrap" in v.error
 
     raising = ScriptedSandbox(correct_if_adds, raise_for=lambda code: SandboxError("deadline exceeded"))
     out = await CodeTests(raising, 4).verify(job("x = 1", code=spec("t")))
