@@ -140,6 +140,14 @@ class Planner:
         if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
             max_tokens_field = "max_completion_tokens"
         max_tokens = req.requested_max_tokens() or self.settings.default_max_tokens
+        cap = self.settings.max_tokens_cap
+        if cap and max_tokens > cap:
+            if req.requested_max_tokens() is None:
+                max_tokens = cap
+            else:
+                raise InvalidArgument(
+                    f"{max_tokens_field}={max_tokens} exceeds this server's limit of {cap}", field=max_tokens_field
+                )
         if info.max_context and max_tokens >= info.max_context:
             raise InvalidArgument(
                 f"{max_tokens_field}={max_tokens} exceeds the context window of {req.model} "

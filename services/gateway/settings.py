@@ -58,6 +58,9 @@ class GatewaySettings(BaseSettings):
     default_max_tokens: int = Field(
         512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."
     )
+    max_tokens_cap: int = Field(
+        0, ge=0, description="Largest per-candidate max_tokens a request may ask for (0 = only the context window)."
+    )
     max_request_bytes: int = Field(
         1_000_000, ge=1024, description="Largest accepted request body in bytes (413 above)."
     )
