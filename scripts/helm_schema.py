@@ -150,6 +150,7 @@ def build() -> Schema:
             "verifier": component(),
             "sandbox": component(
                 {
+                    "runAsUser": {"type": "integer", "minimum": 1},
                     "runtimeClassName": STR,
                     "seccompProfile": obj(
                         {
