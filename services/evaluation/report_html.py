@@ -176,7 +176,7 @@ def render_page(
     figures = "".join(f"<figure>{svg}</figure>" for svg in charts_svg)
     meta_json = html.escape(json.dumps(meta, indent=1, sort_keys=True, default=str))
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>{html.escape(title)}</title>
 <style>{_STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
 <p id="summary">{html.escape(summary)}</p>
