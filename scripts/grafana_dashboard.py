@@ -208,12 +208,13 @@ ROWS: tuple[Row, ...] = (
                 max=1.0,
             ),
             Panel(
-                "vLLM requests running / waiting",
+                "Policy engine requests running / waiting",
                 (
-                    q("sum(vllm:num_requests_running)", "running"),
-                    q("sum(vllm:num_requests_waiting)", "waiting"),
+                    q("sum by (engine) (ttc_policy_requests_running)", "running {{engine}}"),
+                    q("sum by (engine) (ttc_policy_requests_waiting)", "waiting {{engine}}"),
+                    q("sum(vllm:num_requests_waiting)", "waiting (vLLM's own metric)"),
                 ),
-                description="From vLLM's own metrics (GPU policy); scaling policy replicas keys on 'waiting'.",
+                description="Engine queue as the policy service reports it; policy replicas scale on 'waiting'.",
             ),
         ),
     ),

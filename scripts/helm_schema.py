@@ -199,7 +199,13 @@ def build() -> Schema:
                     "startupSeconds": {"type": "integer", "minimum": 10},
                 },
                 scaling=autoscaling(
-                    {"query": NONEMPTY, "threshold": {"type": "string"}, "externalMetric": EXTERNAL_METRIC}
+                    {
+                        "query": STR,
+                        "threshold": {"type": "string", "pattern": "^[0-9.]+$"},
+                        "kvQuery": STR,
+                        "kvThreshold": {"type": "string", "pattern": "^[0-9.]+$"},
+                        "externalMetric": EXTERNAL_METRIC,
+                    }
                 ),
             ),
             "redis": component(

@@ -165,17 +165,23 @@ def test_orchestrator_hpa_fallback_uses_the_queue_metric(render: Renderer) -> No
     assert not by_kind(docs, "ScaledObject")
 
 
-def test_policy_scales_on_vllm_waiting_requests(render: Renderer) -> None:
+def test_policy_scales_on_engine_queue_and_kv_usage(render: Renderer) -> None:
     docs = render("gpu")
     scaled = by_kind(docs, "ScaledObject")["rel-ttc-policy"]
-    prom = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
-    assert len(prom) == 1
-    assert "vllm:num_requests_waiting" in prom[0]["metadata"]["query"]
-    assert prom[0]["metadata"]["serverAddress"].startswith("http")
+    assert scaled["spec"]["scaleTargetRef"]["name"] in by_kind(docs, "Deployment")
+    prom = {t["metricType"]: t["metadata"] for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"}
+    assert prom["AverageValue"]["query"] == 'sum(ttc_policy_requests_waiting{namespace="ttc", component="policy"})'
+    assert prom["AverageValue"]["threshold"] == "8"
+    assert prom["Value"]["query"] == 'avg(ttc_kv_cache_utilization{namespace="ttc", component="policy"})'
+    assert prom["Value"]["threshold"] == "0.85"
+    assert all(m["serverAddress"].startswith("http") for m in prom.values())
+    custom = render("gpu", "policy.autoscaling.query=sum(vllm:num_requests_waiting)")
+    triggers = by_kind(custom, "ScaledObject")["rel-ttc-policy"]["spec"]["triggers"]
+    assert "sum(vllm:num_requests_waiting)" in [t["metadata"].get("query") for t in triggers]
     fallback = render("gpu", "keda.enabled=false", "policy.autoscaling.externalMetric.enabled=true")
     hpa = by_kind(fallback, "HorizontalPodAutoscaler")["rel-ttc-policy"]
     names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
-    assert names == ["vllm_num_requests_waiting"]
+    assert names == ["ttc_policy_requests_waiting"]
 
 
 def test_gateway_has_an_hpa(render: Renderer) -> None:
