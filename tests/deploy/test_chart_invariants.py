@@ -158,7 +158,7 @@ def test_orchestrator_hpa_fallback_uses_the_queue_metric(render: Renderer) -> No
     external = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
     assert external == [
         {
-            "metric": {"name": "ttc_queue_depth", "selector": {"matchLabels": {"queue": "ttc.search"}}},
+            "metric": {"name": "ttc_gateway_queue_depth"},
             "target": {"type": "AverageValue", "averageValue": "4"},
         }
     ]
