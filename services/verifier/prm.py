@@ -122,8 +122,13 @@ class ProcessRewardModel(VerifierKind):
             try:
                 result = await self.policy.score(prompt, continuations, model=job.model)
             except PolicyError as err:
-                for p in batch:
-                    errors[p.candidate] = f"policy error: {err}"
+                owners = sorted({p.candidate for p in batch})
+                if len(owners) > 1:
+                    # one refused candidate (say, too long for the context) must not sink the others
+                    for owner in owners:
+                        await call([p for p in batch if p.candidate == owner])
+                    return
+                errors[owners[0]] = f"policy error: {err}"
                 return
             spend.add(result.spend)
             for i, p in enumerate(batch):

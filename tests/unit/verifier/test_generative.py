@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 
@@ -10,7 +11,7 @@ from services.common.errors import InvalidArgument, Unavailable
 from services.verifier.orm import OutcomeRewardModel
 from services.verifier.prm import ProcessRewardModel
 from services.verifier.settings import VerifierSettings
-from services.verifier.types import Aggregation, JudgePrompt, Message, VerifyJob
+from services.verifier.types import Aggregation, JudgePrompt, Message, PolicyError, VerifyJob
 from tests.unit.verifier.scripted import ScriptedPolicy, down_policy, erring_policy, label_policy
 
 PROBLEM = (Message("user", "What is 2 + 3 * 4?"),)
@@ -126,3 +127,15 @@ async def test_prm_policy_error_and_outage() -> None:
     assert all("too long" in v.error for v in out.verdicts)
     with pytest.raises(Unavailable):
         await ProcessRewardModel(down_policy(), settings()).verify(job("a\n\nb"))
+
+
+async def test_prm_one_refused_candidate_does_not_sink_the_batch() -> None:
+    def refuse_long(prompt: JudgePrompt, continuations: Sequence[str]) -> Exception | None:
+        return PolicyError("exceeds the context window") if any("LONG" in c for c in continuations) else None
+
+    policy = ScriptedPolicy(lambda p, c: math.log(0.9) if c.endswith("Yes") else math.log(0.1), fail_when=refuse_long)
+    out = await ProcessRewardModel(policy, settings()).verify(job("Step 1: a\nStep 2: b", "LONG", "c"))
+    ok, refused, other = out.verdicts
+    assert ok.score == pytest.approx(0.9) and other.score == pytest.approx(0.9)
+    assert "context window" in refused.error and not ok.error and not other.error
+    assert len(policy.calls) == 1 + 3  # the shared call, then one per candidate
