@@ -134,6 +134,8 @@ def bwrap_args(
     args = [
         bwrap_path,
         "--unshare-all",  # user, ipc, pid, net (empty: no interfaces but lo), uts, cgroup
+        "--unshare-user",
+        "--disable-userns",  # no nested user namespaces: less kernel surface for the program
         "--die-with-parent",
         # The program is PID 1 of its namespace: when it exits the kernel kills everything it
         # left behind, and the monitor reaps it directly, so wait4 sees its CPU time and RSS.

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from services.gen.ttc.v1 import sandbox_pb2
@@ -317,4 +318,36 @@ except OSError as e:
     # Nothing reached the host's disk (allow for other writers on this shared machine).
     assert (before.f_bfree - after.f_bfree) * before.f_frsize < 8 * 1024 * 1024
     assert list(sandbox.tmpdir.iterdir()) == []
+    assert_no_leftovers(sandbox)
+
+
+async def test_no_new_namespaces_or_mounts(sandbox: Sandbox, client: SandboxClient) -> None:
+    code = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in [('user', 0x10000000), ('net', 0x40000000), ('mount', 0x00020000), ('pid', 0x20000000)]:
+    print(name, 'unshare', libc.unshare(flag))
+print('mount', libc.mount(b'none', b'/usr', b'tmpfs', 0, None))
+print('remount', libc.mount(None, b'/', None, 0x20 | 0x1000, None))  # MS_REMOUNT|MS_BIND, i.e. make / writable
+"""
+    reply = await run_with_canary(client, code, S.Limits())
+    out = reply.outcome.stdout.decode().split("\n")
+    assert reply.outcome.status == S.EXEC_STATUS_OK, reply
+    assert [line.split()[-1] for line in out if line] == ["-1"] * 6, out
+    assert_no_leftovers(sandbox)
+
+
+async def test_cancelled_call_kills_its_execution(sandbox: Sandbox, client: SandboxClient) -> None:
+    hostile = asyncio.create_task(
+        client.execute("import time\ntime.sleep(60)\n", limits=S.Limits(wall_seconds=60), timeout=1.5)
+    )
+    await asyncio.sleep(1.0)
+    assert sandbox_processes(sandbox.uid_base) != []  # it is running...
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await hostile
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    for _ in range(50):  # ...and is killed once the caller gave up
+        if not sandbox_processes(sandbox.uid_base):
+            break
+        await asyncio.sleep(0.1)
     assert_no_leftovers(sandbox)
