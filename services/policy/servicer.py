@@ -97,8 +97,15 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
             self.metrics.count_abort("deadline")
             raise DeadlineExceeded("the deadline passed before the engine finished; the request was aborted") from None
         except asyncio.CancelledError:
-            self.metrics.count_abort("cancelled")
+            self.metrics.count_abort(self._cancel_reason(context))
             raise
+
+    @staticmethod
+    def _cancel_reason(context: grpc.aio.ServicerContext) -> str:
+        """gRPC cancels the handler itself when the deadline passes while the engine is still
+        stopping; that is a deadline abort, not a client cancellation."""
+        remaining = context.time_remaining()
+        return "deadline" if remaining is not None and remaining <= 0 else "cancelled"
 
     def _request_id(self, given: str) -> str:
         return given or request_id_var.get()
@@ -175,7 +182,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
             self.metrics.count_abort("deadline")
             raise DeadlineExceeded("the deadline passed before the engine finished; the request was aborted") from None
         except asyncio.CancelledError:
-            self.metrics.count_abort("cancelled")
+            self.metrics.count_abort(self._cancel_reason(context))
             raise
         self.metrics.base.count_tokens(model, prompt=prompt_tokens, generated=sum(completion))
         self.metrics.count_candidates(finishes)

@@ -92,7 +92,7 @@ class LlamaCppEngine(Engine):
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.model_id = model_name
-        self.max_context = settings.n_ctx
+        self.max_context = min(settings.n_ctx, int(llama_cpp.llama_model_n_ctx_train(self._model)))
         self.n_batch = settings.n_batch
         self.n_seq_max = min(settings.max_n + 1, int(llama_cpp.llama_max_parallel_sequences()))
         threads = settings.n_threads or os.cpu_count() or 1

@@ -1,0 +1,262 @@
+"""The policy service on the real llama.cpp engine and the real SmolLM2, as a separate process."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import grpc
+import httpx
+import pytest
+
+from services.common.errors import FIELD_METADATA_KEY
+from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "Name three colours of the rainbow."
+
+
+@pytest.fixture(scope="module")
+def policy() -> Iterator[tuple[policy_pb2_grpc.PolicyStub, str]]:
+    port, metrics_port = free_port(), free_port()
+    proc = ServiceProcess(
+        "policy",
+        env={
+            "TTC_POLICY_HOST": "127.0.0.1",
+            "TTC_POLICY_PORT": str(port),
+            "TTC_POLICY_METRICS_PORT": str(metrics_port),
+            "TTC_POLICY_MODEL": "smollm2-135m",
+            "TTC_POLICY_STATS_INTERVAL_S": "0.2",
+        },
+    ).start()
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield policy_pb2_grpc.PolicyStub(channel), f"http://127.0.0.1:{metrics_port}/metrics"
+    finally:
+        proc.stop()
+
+
+def chat(text: str = QUESTION) -> policy_pb2.PromptInput:
+    return policy_pb2.PromptInput(messages=[common_pb2.ChatMessage(role="user", content=text)])
+
+
+def generate(stub: policy_pb2_grpc.PolicyStub, **sampling: object) -> policy_pb2.GenerateResponse:
+    inp = sampling.pop("input", None) or chat()
+    reply: policy_pb2.GenerateResponse = stub.Generate(
+        policy_pb2.GenerateRequest(input=inp, sampling=policy_pb2.SamplingParams(**sampling)),
+        timeout=120,  # type: ignore[arg-type]
+    )
+    return reply
+
+
+def count(stub: policy_pb2_grpc.PolicyStub, text: str) -> int:
+    return int(stub.Tokenize(policy_pb2.TokenizeRequest(input=policy_pb2.PromptInput(prompt=text))).count)
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in httpx.get(url, timeout=5).text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_health_and_models(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    models = stub.ListModels(policy_pb2.ListModelsRequest()).models
+    assert [m.id for m in models] == ["smollm2-135m"] and models[0].engine == "llamacpp"
+
+
+def test_n4_candidates_with_consistent_token_counts(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    reply = generate(stub, n=4, max_tokens=32, temperature=0.9, base_seed=7)
+    assert [c.index for c in reply.candidates] == [0, 1, 2, 3]
+    assert reply.model == "smollm2-135m"
+    assert reply.usage.completion_tokens == sum(c.completion_tokens for c in reply.candidates)
+    prompt_count = stub.Tokenize(policy_pb2.TokenizeRequest(input=chat())).count
+    assert reply.usage.prompt_tokens == prompt_count
+    for c in reply.candidates:
+        assert c.text
+        assert 1 <= c.completion_tokens <= 32
+        assert c.finish_reason in (policy_pb2.FINISH_REASON_STOP, policy_pb2.FINISH_REASON_LENGTH)
+        # re-tokenizing the text gives (about) the tokens generated; a stop candidate also spent its EOS token
+        spent_on_text = c.completion_tokens - (1 if c.finish_reason == policy_pb2.FINISH_REASON_STOP else 0)
+        assert abs(count(stub, c.text) - spent_on_text) <= 3
+    assert len({c.seed for c in reply.candidates}) == 4
+
+
+def test_seeds_reproduce_and_differ(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    a = generate(stub, n=4, seeds=[11, 11, 12, 13], max_tokens=24, temperature=1.0)
+    b = generate(stub, n=2, seeds=[12, 11], max_tokens=24, temperature=1.0)
+    texts = [c.text for c in a.candidates]
+    assert texts[0] == texts[1]  # same seed inside one call
+    assert b.candidates[0].text == texts[2] and b.candidates[1].text == texts[0]  # and across calls
+    assert len(set(texts)) >= 2
+    base1 = generate(stub, n=3, base_seed=99, max_tokens=16, temperature=1.0)
+    base2 = generate(stub, n=3, base_seed=99, max_tokens=16, temperature=1.0)
+    assert [c.text for c in base1.candidates] == [c.text for c in base2.candidates]
+    assert [c.seed for c in base1.candidates] == [c.seed for c in base2.candidates]
+
+
+def test_greedy_is_deterministic(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    a = generate(stub, n=2, max_tokens=24, temperature=0.0, seeds=[1, 2])
+    b = generate(stub, n=1, max_tokens=24, temperature=0.0, seeds=[3])
+    assert a.candidates[0].text == a.candidates[1].text == b.candidates[0].text
+
+
+def test_stop_sequence_cuts_the_text(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    full = generate(stub, n=1, max_tokens=40, temperature=0.0).candidates[0].text
+    words = re.findall(r"[A-Za-z]{4,}", full[6:])
+    assert words, f"greedy text too short to pick a stop word from: {full!r}"
+    stop = words[0]
+    cut = generate(stub, n=1, max_tokens=40, temperature=0.0, stop=[stop]).candidates[0]
+    assert cut.finish_reason == policy_pb2.FINISH_REASON_STOP
+    assert cut.text == full[: full.index(stop)]
+    assert stop not in cut.text
+
+
+def test_logprobs(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    c = generate(stub, n=1, max_tokens=12, temperature=0.0, logprobs=True, top_logprobs=3).candidates[0]
+    assert len(c.logprobs) == c.completion_tokens
+    for t in c.logprobs:
+        assert t.logprob <= 0.0
+        assert len(t.top_logprobs) == 3
+        tops = [a.logprob for a in t.top_logprobs]
+        assert tops == sorted(tops, reverse=True)
+        assert t.top_logprobs[0].token_id == t.token_id  # greedy takes the most likely token
+        assert abs(t.top_logprobs[0].logprob - t.logprob) < 1e-5
+
+
+def test_score(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    reply = stub.Score(
+        policy_pb2.ScoreRequest(
+            input=chat("What is the capital of France?"),
+            continuations=["The capital of France is Paris.", "Purple elephants quantum sandwich the."],
+        ),
+        timeout=60,
+    )
+    assert len(reply.scores) == 2
+    for s in reply.scores:
+        assert s.tokens and all(t.logprob <= 0 for t in s.tokens)
+        assert abs(s.total_logprob - sum(t.logprob for t in s.tokens)) < 1e-3
+    assert reply.scores[0].total_logprob > reply.scores[1].total_logprob
+    assert reply.usage.prompt_tokens > sum(len(s.tokens) for s in reply.scores)
+
+
+def test_stream_matches_unary(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    unary = generate(stub, n=2, seeds=[5, 6], max_tokens=20, temperature=0.8)
+    texts = ["", ""]
+    finishes = [0, 0]
+    usage = None
+    request = policy_pb2.GenerateRequest(
+        input=chat(), sampling=policy_pb2.SamplingParams(n=2, seeds=[5, 6], max_tokens=20, temperature=0.8)
+    )
+    for chunk in stub.GenerateStream(request, timeout=120):
+        if chunk.HasField("usage"):
+            usage = chunk.usage
+            continue
+        texts[chunk.index] += chunk.text_delta
+        if chunk.finish_reason:
+            finishes[chunk.index] = chunk.finish_reason
+    assert texts == [c.text for c in unary.candidates]
+    assert finishes == [c.finish_reason for c in unary.candidates]
+    assert usage is not None and usage.completion_tokens == unary.usage.completion_tokens
+
+
+BAD = [
+    ({"sampling": {"n": 0, "max_tokens": 8}}, "sampling.n"),
+    ({"sampling": {"n": 65, "max_tokens": 8}}, "sampling.n"),
+    ({"sampling": {"n": 1, "max_tokens": 8, "temperature": -0.5}}, "sampling.temperature"),
+    ({"sampling": {"n": 1, "max_tokens": 8, "top_p": 1.5}}, "sampling.top_p"),
+    ({"sampling": {"n": 1, "max_tokens": 100000}}, "sampling.max_tokens"),
+    ({"sampling": {"n": 1, "max_tokens": 0}}, "sampling.max_tokens"),
+    ({"sampling": {"n": 2, "max_tokens": 8, "seeds": [1]}}, "sampling.seeds"),
+    ({"sampling": {"n": 1, "max_tokens": 8, "top_logprobs": 21}}, "sampling.top_logprobs"),
+    ({"model": "gpt-99", "sampling": {"n": 1, "max_tokens": 8}}, "model"),
+    ({"input": {}, "sampling": {"n": 1, "max_tokens": 8}}, "input"),
+    ({"input": {"messages": [{"role": "user", "content": ""}]}, "sampling": {"n": 1, "max_tokens": 8}}, "input"),
+]
+
+
+@pytest.mark.parametrize(("fields", "bad_field"), BAD, ids=[f"{f}-{i}" for i, (_, f) in enumerate(BAD)])
+def test_bad_input_is_invalid_argument_naming_the_field(
+    policy: tuple[policy_pb2_grpc.PolicyStub, str], fields: dict[str, object], bad_field: str
+) -> None:
+    stub, _ = policy
+    raw_input = fields.get("input")
+    inp = chat() if raw_input is None else policy_pb2.PromptInput(**raw_input)  # type: ignore[arg-type]
+    request = policy_pb2.GenerateRequest(
+        model=str(fields.get("model", "")),
+        input=inp,
+        sampling=policy_pb2.SamplingParams(**fields["sampling"]),  # type: ignore[arg-type]
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Generate(request, timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (FIELD_METADATA_KEY, bad_field) in (err.value.trailing_metadata() or ())
+    assert bad_field in (err.value.details() or "")
+
+
+def wait_idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 15.0) -> policy_pb2.EngineStats:
+    """Stats once the engine runs nothing (a 2000-token n=4 decode would take minutes)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        stats = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
+        if stats.running_requests == 0 or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.1)
+
+
+def test_deadline_aborts_the_engine_request(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, url = policy
+    before = metric(url, "ttc_policy_aborted_requests_total", reason="deadline")
+    request = policy_pb2.GenerateRequest(
+        input=chat(), sampling=policy_pb2.SamplingParams(n=4, max_tokens=2000, temperature=1.0)
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Generate(request, timeout=1.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    stats = wait_idle(stub)
+    assert stats.running_requests == 0, "the engine kept decoding after the deadline"
+    assert stats.kv_cache_utilization == 0.0  # the candidates' sequences were freed
+    assert metric(url, "ttc_policy_aborted_requests_total", reason="deadline") == before + 1
+
+
+def test_stats_report_live_kv_utilization(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, url = policy
+    idle = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
+    assert idle.engine == "llamacpp" and idle.model == "smollm2-135m" and idle.max_context > 0
+    assert 0.0 <= idle.kv_cache_utilization <= 1.0
+    cancelled_before = metric(url, "ttc_policy_aborted_requests_total", reason="cancelled")
+    request = policy_pb2.GenerateRequest(
+        input=chat(), sampling=policy_pb2.SamplingParams(n=8, max_tokens=1500, temperature=1.0)
+    )
+    call = stub.Generate.future(request, timeout=300)
+    peak = 0.0
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and peak == 0.0:
+            stats = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
+            assert 0.0 <= stats.kv_cache_utilization <= 1.0
+            peak = max(peak, stats.kv_cache_utilization)
+            time.sleep(0.1)
+    finally:
+        call.cancel()
+    assert peak > 0.0
+    assert metric(url, "ttc_kv_cache_utilization", engine="llamacpp") >= 0.0
+    stats = wait_idle(stub)
+    assert stats.running_requests == 0 and stats.kv_cache_utilization == 0.0
+    deadline = time.monotonic() + 5
+    while metric(url, "ttc_policy_aborted_requests_total", reason="cancelled") < cancelled_before + 1:
+        assert time.monotonic() < deadline, "client cancellation was not counted as an abort"
+        time.sleep(0.1)
