@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
@@ -44,7 +45,7 @@ def chat(text: str = QUESTION) -> policy_pb2.PromptInput:
     return policy_pb2.PromptInput(messages=[common_pb2.ChatMessage(role="user", content=text)])
 
 
-def generate(stub: policy_pb2_grpc.PolicyStub, **sampling: object) -> policy_pb2.GenerateResponse:
+def generate(stub: policy_pb2_grpc.PolicyStub, **sampling: Any) -> policy_pb2.GenerateResponse:
     inp = sampling.pop("input", None) or chat()
     reply: policy_pb2.GenerateResponse = stub.Generate(
         policy_pb2.GenerateRequest(input=inp, sampling=policy_pb2.SamplingParams(**sampling)),
