@@ -7,6 +7,7 @@ queue-based scaling, and wiring (every target env var names a Service port that 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -307,3 +308,62 @@ def test_values_files_use_the_same_component_keys() -> None:
     for component in (*COMPONENTS, "redis"):
         assert common <= set(values[component]), component
         assert {"repository", "tag", "pullPolicy"} <= set(values[component]["image"]), component
+
+
+def _settings_fields() -> dict[str, set[str]]:
+    """Environment variable names each service's settings class reads (prefix → field names)."""
+    import importlib
+
+    from services.common.settings import CommonSettings
+
+    fields = {"TTC_": set(CommonSettings.model_fields)}
+    for service in COMPONENTS:
+        module = importlib.import_module(f"services.{service}.settings")
+        cls = next(
+            v
+            for k, v in vars(module).items()
+            if k.endswith("Settings") and getattr(v, "__module__", "") == module.__name__
+        )
+        fields[f"TTC_{service.upper()}_"] = set(cls.model_fields)
+    return fields
+
+
+def _unknown_settings(names: set[str]) -> list[str]:
+    fields = _settings_fields()
+    unknown = []
+    for name in sorted(n for n in names if n.startswith("TTC_")):
+        # The longest matching prefix decides: TTC_POLICY_MODEL is the policy's "model", not common.
+        prefix = max((p for p in fields if name.startswith(p)), key=len)
+        if name.removeprefix(prefix).lower() not in fields[prefix]:
+            unknown.append(name)
+    return unknown
+
+
+@pytest.mark.parametrize("name", sorted(VALUES_FILES))
+def test_chart_sets_only_settings_the_services_read(render: Renderer, name: str) -> None:
+    extra = (
+        ("policy.engine=openai", "policy.openai.baseUrl=http://x/v1", "policy.openai.model=m")
+        if name == "minimal"
+        else ()
+    )
+    names = {
+        e
+        for w in workloads(render(name, *extra))
+        for c in w["spec"]["template"]["spec"]["containers"]
+        for e in env_of(c)
+    }
+    assert len(names) > 20
+    assert _unknown_settings(names) == []
+
+
+def test_settings_check_catches_a_misspelt_variable() -> None:
+    assert _unknown_settings({"TTC_GATEWAY_POLICY_TARGT", "TTC_LOG_LEVEL"}) == ["TTC_GATEWAY_POLICY_TARGT"]
+
+
+def test_compose_and_images_set_only_settings_the_services_read() -> None:
+    root = CHART.parents[1]
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    names = {k for s in compose["services"].values() for k in (s.get("environment") or {})}
+    names |= set(re.findall(r"\b(TTC_[A-Z0-9_]+)=", (root / "docker" / "Dockerfile").read_text()))
+    assert len(names) > 20
+    assert _unknown_settings(names) == []
