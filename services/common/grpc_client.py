@@ -39,6 +39,8 @@ def insecure_channel(target: str) -> grpc.aio.Channel:
         target,
         interceptors=[ContextInjector()],
         options=[
+            # Spread calls over every address a headless Service resolves to.
+            ("grpc.lb_policy_name", "round_robin"),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ],
