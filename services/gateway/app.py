@@ -74,7 +74,14 @@ def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
         watch = PolicyWatch(stub, settings.policy_target, settings.stats_interval_s)
         celery = make_celery(common.redis_url, settings.queue_name, settings.visibility_timeout_s)
         dispatcher = Dispatcher(client, celery, settings.queue_name, settings.result_ttl_s)
-        planner = Planner(settings, table, make_estimator(table.estimator, stub), watch, metrics, model_defaults)
+        planner = Planner(
+            settings,
+            table,
+            make_estimator(table.estimator, stub, settings.job_timeout_s),
+            watch,
+            metrics,
+            model_defaults,
+        )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
         serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s)
         app.state.gateway = Gateway(

@@ -75,8 +75,10 @@ class ProbeEstimator:
         )
 
 
-def make_estimator(spec: EstimatorSpec, policy: policy_pb2_grpc.PolicyStub) -> DifficultyEstimator | None:
+def make_estimator(
+    spec: EstimatorSpec, policy: policy_pb2_grpc.PolicyStub, timeout_s: float
+) -> DifficultyEstimator | None:
     """The estimator the routing table names (``None`` when it disables estimation)."""
     if spec.kind == "probe":
-        return ProbeEstimator(policy, spec)
+        return ProbeEstimator(policy, spec, timeout_s)
     return None
