@@ -23,6 +23,7 @@ class _Stub(BaseHTTPRequestHandler):
     """A minimal OpenAI-shaped server that counts chat requests (slowly answered)."""
 
     chats = 0
+    delay = 0.3
 
     def log_message(self, *args: object) -> None:
         pass
@@ -41,7 +42,7 @@ class _Stub(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).chats += 1
-        time.sleep(0.3)
+        time.sleep(type(self).delay)
         self._send({
             "id": "c", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "finish_reason": "stop",
@@ -51,10 +52,15 @@ class _Stub(BaseHTTPRequestHandler):
         })  # fmt: skip
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # clients that hang up (locust at its time limit) are not the server's problem
+
+
 @pytest.fixture
 def stub() -> Iterator[str]:
-    _Stub.chats = 0
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Stub)
+    _Stub.chats, _Stub.delay = 0, 0.3
+    server = _QuietServer(("127.0.0.1", free_port()), _Stub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
