@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.gen.ttc.v1 import sandbox_pb2
+from services.sandbox.cgroups import SlotCgroup
 from services.sandbox.isolation import (
     Interpreter,
     MountedFile,
@@ -49,12 +50,18 @@ class Executor:
         interpreter: Interpreter | None,
         on_kill: Callable[[str], None] = lambda reason: None,
         unavailable: str = "",
+        cgroups: Mapping[int, SlotCgroup] | None = None,
     ) -> None:
         """``interpreter`` None (with ``unavailable`` saying why): every run is a SANDBOX_ERROR."""
         self.settings = settings
         self.interpreter = interpreter
         self.on_kill = on_kill
+        self.cgroups = dict(cgroups or {})
         self.unavailable = unavailable or ("" if interpreter is not None else "no interpreter configured")
+
+    def tree_memory_bytes(self, limits: ExecLimits) -> int:
+        """The whole tree's memory: one process's allowance plus both tmpfs (/tmp, /dev/shm)."""
+        return limits.memory_bytes + 2 * self.settings.tmpfs_bytes
 
     async def run(self, program: Program, limits: ExecLimits, uid: int | None) -> tuple[sandbox_pb2.RunOutcome, str]:
         """Run ``program`` under ``limits`` as host ``uid``: its outcome and, when not OK, why."""
@@ -62,6 +69,14 @@ class Executor:
             return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), self.unavailable
         interpreter = self.interpreter
         s = self.settings
+        cgroup = self.cgroups.get(uid) if uid is not None else None
+        if cgroup is not None:
+            try:
+                cgroup.set_limit(self.tree_memory_bytes(limits))
+            except OSError as exc:
+                message = f"cannot set the execution's memory cgroup limit: {exc}"
+                log.error("sandbox error: %s", message)
+                return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), message
         fds: list[int] = []
         try:
             mounted = [MountedFile(memfd_with(program.source, "program"), PROGRAM_NAME)]
@@ -69,6 +84,10 @@ class Executor:
             fds = [m.fd for m in mounted]
             # bwrap reads descriptors by number; the CLOEXEC ones are passed explicitly by Popen.
             status_r, status_w = os.pipe()
+            block_r = block_w = None
+            if cgroup is not None:
+                block_r, block_w = os.pipe()
+                fds += [block_r, block_w]
             command = setpriv_args(s.setpriv_path, uid)
             command += prlimit_args(s.prlimit_path, limits, tmpfs_bytes=s.tmpfs_bytes, max_open_files=s.max_open_files)
             command += bwrap_args(
@@ -78,21 +97,26 @@ class Executor:
                 files=mounted,
                 status_fd=status_w,
                 argv=python_argv(interpreter, PROGRAM_NAME),
+                block_fd=block_r,
             )
             raw = await run_sandboxed(
                 command,
                 stdin=program.stdin,
-                pass_fds=fds,
+                pass_fds=[fd for fd in fds if fd != block_w],
                 status_fd_w=status_w,
                 status_fd_r=status_r,
                 wall_seconds=limits.wall_seconds,
                 max_output_bytes=limits.max_output_bytes,
                 on_kill=self.on_kill,
+                cgroup=cgroup,
+                block_fd_w=block_w,
             )
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if raw.leftovers:
+            log.warning("killed %d processes left in the memory cgroup after the run", raw.leftovers)
         verdict = classify(raw, limits)
         if verdict.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
             log.error("sandbox error: %s", verdict.message)

@@ -129,6 +129,7 @@ def bwrap_args(
     files: Sequence[MountedFile],
     status_fd: int,
     argv: Sequence[str],
+    block_fd: int | None = None,
 ) -> list[str]:
     """The ``bwrap`` command: fresh namespaces, read-only interpreter, private tmpfs, clean env."""
     args = [
@@ -159,7 +160,10 @@ def bwrap_args(
     # bwrap builds "/" and "/dev" as tmpfs with no size limit: make them read-only, so the
     # size-limited /tmp is the only writable place (device nodes like /dev/null still work).
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    args += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *argv]
+    args += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd)]
+    if block_fd is not None:
+        args += ["--block-fd", str(block_fd)]  # the program waits until the service lets it go
+    args += ["--", *argv]
     return args
 
 

@@ -53,6 +53,9 @@ def classify(raw: RawRun, limits: ExecLimits) -> Classified:
     if raw.output_exceeded:
         message = f"output exceeded {limits.max_output_bytes} bytes"
         return Classified(S.EXEC_STATUS_OUTPUT_LIMIT, exit_code, sig, message)
+    if raw.oom_killed:
+        message = f"the execution's memory cgroup ran out of memory (limit {limits.memory_bytes} bytes + tmpfs)"
+        return Classified(S.EXEC_STATUS_MEMORY_LIMIT, exit_code, sig, message)
     if raw.timed_out:
         return Classified(S.EXEC_STATUS_TIMEOUT, exit_code, sig, f"wall-clock limit {limits.wall_seconds:g}s exceeded")
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_seconds >= limits.cpu_rlimit[0]):

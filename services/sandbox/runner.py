@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from services.sandbox.cgroups import SlotCgroup
+
 # After the process exits, how long to wait for the pipes to reach EOF.
 _DRAIN_SECONDS = 2.0
 _READ_CHUNK = 65536
@@ -42,6 +44,8 @@ class RawRun:
     peak_memory_bytes: int = 0
     spawn_error: str = ""
     killed: bool = False
+    oom_killed: bool = False  # the memory cgroup's OOM killer struck during the run
+    leftovers: int = 0  # processes still in the cgroup after the run, killed then
     status_lines: list[dict[str, object]] = field(default_factory=list)
 
 
@@ -127,10 +131,18 @@ async def run_sandboxed(
     wall_seconds: float,
     max_output_bytes: int,
     on_kill: Callable[[str], None] = lambda reason: None,
+    cgroup: SlotCgroup | None = None,
+    block_fd_w: int | None = None,
 ) -> RawRun:
-    """Run ``command`` (setpriv … prlimit … bwrap …); the caller owns and closes ``pass_fds``."""
+    """Run ``command`` (setpriv … prlimit … bwrap …); the caller owns and closes ``pass_fds``.
+
+    With ``cgroup``, the command must hold the program on ``--block-fd`` (whose write end is
+    ``block_fd_w``) until the program's process has been moved into the cgroup, so that not
+    one instruction of it runs outside.
+    """
     loop = asyncio.get_running_loop()
     run = RawRun()
+    oom_before = cgroup.oom_kills() if cgroup is not None else 0
     stdin_fd = memfd_with(stdin, "stdin")
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -158,7 +170,20 @@ async def run_sandboxed(
 
     pid = proc.pid
     reaped = False
-    child = _ChildTracker(loop, status_fd_r, pid)
+
+    def release(child_pid: int) -> None:
+        """The program's process exists and waits on --block-fd: contain it, then let it run."""
+        if block_fd_w is None:
+            return
+        try:
+            if cgroup is not None:
+                cgroup.add(child_pid)
+            os.write(block_fd_w, b"go")
+        except OSError as exc:
+            run.spawn_error = f"cannot place the execution in its memory cgroup: {exc}"
+            kill("sandbox_error")
+
+    child = _ChildTracker(loop, status_fd_r, pid, on_child=release)
 
     def kill(reason: str) -> None:
         # Only while the monitor is unreaped, so neither pid can have been reused.
@@ -207,6 +232,9 @@ async def run_sandboxed(
         run.wall_seconds = time.perf_counter() - start
         # If the monitor died first, PID 1 is being torn down asynchronously: wait for it.
         await child.gone(_DRAIN_SECONDS)
+        if cgroup is not None:
+            run.leftovers = await _empty_cgroup(cgroup)
+            run.oom_killed = cgroup.oom_kills() > oom_before
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(out.eof, err.eof), timeout=_DRAIN_SECONDS)
         out.close()
@@ -225,6 +253,18 @@ async def run_sandboxed(
         if isinstance(code, int):
             run.bwrap_exit_code = code
     return run
+
+
+async def _empty_cgroup(cgroup: SlotCgroup, timeout: float = _DRAIN_SECONDS) -> int:
+    """Kill whatever is still in the slot's cgroup and wait until it is empty; the count found."""
+    found = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = cgroup.kill_all()
+        found = max(found, alive)
+        if not alive or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.01)
 
 
 def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.Future[None]:
@@ -246,8 +286,10 @@ class _ChildTracker:
     monitor's child, so it names the right process even if pids are recycled later.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, monitor_pid: int) -> None:
-        self.loop, self.fd, self.monitor_pid = loop, fd, monitor_pid
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, monitor_pid: int, on_child: Callable[[int], None]
+    ) -> None:
+        self.loop, self.fd, self.monitor_pid, self.on_child = loop, fd, monitor_pid, on_child
         self.buffer = b""
         self.lines: list[dict[str, object]] = []
         self.pid: int | None = None
@@ -286,6 +328,7 @@ class _ChildTracker:
             ppid = -1
         if ppid == self.monitor_pid:
             self.pidfd = pidfd
+            self.on_child(pid)
         else:
             os.close(pidfd)
 

@@ -54,6 +54,15 @@ class SandboxSettings(BaseSettings):
     max_files: int = Field(64, ge=0, description="Most extra files one request may carry.")
     max_tests: int = Field(256, ge=0, description="Most test cases one request may carry.")
 
+    memory_cgroup: str = Field(
+        "auto",
+        description=(
+            "Parent directory for per-slot memory cgroups (one limit for an execution's whole process tree): "
+            "'auto' uses this process's own memory cgroup (v1, or v2 with memory enabled), 'off' relies on "
+            "RLIMIT_AS per process only. Needs root."
+        ),
+    )
+
     bwrap_path: str = Field("/usr/bin/bwrap", description="The bubblewrap binary.")
     prlimit_path: str = Field("/usr/bin/prlimit", description="util-linux prlimit, which sets the rlimits.")
     setpriv_path: str = Field(

@@ -351,3 +351,27 @@ async def test_cancelled_call_kills_its_execution(sandbox: Sandbox, client: Sand
             break
         await asyncio.sleep(0.1)
     assert_no_leftovers(sandbox)
+
+
+async def test_memory_bomb_across_forks_is_bounded_per_execution(sandbox: Sandbox, client: SandboxClient) -> None:
+    """Six children of 200 MB each stay under the per-process limit but not under the tree's."""
+    if "memory cgroups per slot" not in sandbox.service.log():
+        pytest.skip("this host gives the service no memory cgroup; only per-process RLIMIT_AS applies")
+    code = """
+import os, time
+kids = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(200 * 1024 * 1024)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(3)
+        os._exit(0)
+    kids.append(pid)
+print([os.waitpid(k, 0)[1] for k in kids])
+"""
+    reply = await run_with_canary(client, code, S.Limits(memory_bytes=256 * 1024 * 1024, wall_seconds=30))
+    assert reply.outcome.status == S.EXEC_STATUS_MEMORY_LIMIT, reply
+    assert "memory cgroup" in reply.message
+    assert_no_leftovers(sandbox)

@@ -1,0 +1,113 @@
+"""Optional per-slot memory cgroups: one memory limit for an execution's whole process tree.
+
+RLIMIT_AS bounds each process; a program that forks can still hold ``max_processes`` times
+that. Where this process may create memory cgroups (v1 ``memory`` controller or v2 with
+``memory`` enabled), each execution slot gets its own cgroup whose limit covers the tree's
+resident memory and its tmpfs pages, whose OOM kills mark the run MEMORY_LIMIT, and whose
+member list is a last, uid-independent handle on every process left behind. Where it may
+not, the service says so at start-up and relies on the rlimits alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "ttc-sandbox-"
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, fs type, super options) of every cgroup mount, from /proc/self/mountinfo."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+            found.append((fields[4], tail[0], set(tail[2].split(","))))
+    return found
+
+
+def detect_parent() -> tuple[Path, int] | None:
+    """This process's own memory cgroup directory and its version, if any is mounted."""
+    own: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    for mount, fstype, options in _mounts():
+        if fstype == "cgroup" and "memory" in options and "memory" in own:
+            return Path(mount + own["memory"]), 1
+        if fstype == "cgroup2" and "" in own:
+            parent = Path(mount + own[""])
+            controllers_file = Path(mount) / "cgroup.controllers"
+            if controllers_file.exists() and "memory" in controllers_file.read_text().split():
+                return parent, 2
+    return None
+
+
+@dataclass
+class SlotCgroup:
+    """The memory cgroup of one execution slot."""
+
+    path: Path
+    version: int
+
+    def _file(self, v1: str, v2: str) -> Path:
+        return self.path / (v1 if self.version == 1 else v2)
+
+    def set_limit(self, limit_bytes: int) -> None:
+        if self.version == 1:
+            # v1 keeps memory <= memory+swap: lower memory first, raise memory+swap first.
+            files = [self.path / "memory.limit_in_bytes", self.path / "memory.memsw.limit_in_bytes"]
+            files = [f for f in files if f.exists()]
+            current = int(files[0].read_text())
+            for f in files if limit_bytes <= current else reversed(files):
+                f.write_text(str(limit_bytes))
+        else:
+            (self.path / "memory.max").write_text(str(limit_bytes))
+            swap = self.path / "memory.swap.max"
+            if swap.exists():
+                swap.write_text("0")
+
+    def add(self, pid: int) -> None:
+        """Move ``pid`` (not its existing children) into this cgroup."""
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def oom_kills(self) -> int:
+        text = self._file("memory.oom_control", "memory.events").read_text()
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+
+    def kill_all(self) -> int:
+        """SIGKILL every member (a v1 cgroup has no cgroup.kill); the number found."""
+        members = self.pids()
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(members)
+
+    def remove(self) -> None:
+        self.kill_all()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def create_slots(parent: Path, version: int, uids: list[int]) -> dict[int, SlotCgroup]:
+    """One cgroup per slot uid under ``parent``; raises ``OSError`` when not permitted."""
+    slots = {}
+    for uid in uids:
+        path = parent / f"{PREFIX}{uid}"
+        if path.exists():
+            SlotCgroup(path, version).remove()  # left by a service that was killed
+        path.mkdir()
+        slots[uid] = SlotCgroup(path, version)
+    return slots
