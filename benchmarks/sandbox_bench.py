@@ -115,7 +115,8 @@ async def main() -> None:
         if service is not None:
             service.stop()
 
-    print(f"trivial program {PROGRAM!r}, interpreter {python}, {os.cpu_count()} CPUs")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"trivial program {PROGRAM!r}, interpreter {python}, {os.cpu_count()} CPUs, load average {load}")
     print(
         f"{'conc':>4} {'runs':>5} | {'bare exec/s':>11} {'p50 ms':>7} {'p95 ms':>7} | "
         f"{'sandbox exec/s':>14} {'p50 ms':>7} {'p95 ms':>7} | {'rate ratio':>10} {'p95 ratio':>9}"
