@@ -1,0 +1,360 @@
+"""A remote OpenAI-compatible server (vLLM serve, SGLang, llama.cpp server) as a policy engine.
+
+Requests go over HTTP with ``httpx``: chat messages to ``/v1/chat/completions``; raw text, or
+chat messages continued by a partial assistant turn, to ``/v1/completions``. A cancelled RPC
+cancels the coroutine, which closes the HTTP request; servers such as vLLM abort the
+generation when the connection drops.
+
+Candidates: the OpenAI API has one ``seed`` per request. vLLM seeds the ``n`` choices of one
+request with ``seed + i``, so consecutive seeds go out as one request with ``n`` (the prompt is
+evaluated once); other seed lists, greedy decoding, and choices a server did not return (the
+llama.cpp servers ignore ``n``) go out as one request per candidate with its own seed.
+
+Capabilities differ by server and are probed once: vLLM's ``/tokenize`` renders a chat
+template server-side (needed for an assistant prefix, for scoring chat prompts and for exact
+token counts); llama-cpp-python's ``/extras/tokenize`` and llama.cpp's ``/tokenize`` count raw
+text; ``/metrics`` gives engine statistics when the server exports vLLM, SGLang or llama.cpp
+metrics. See docs/policy-engines.md for what each server supports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from services.common.errors import FailedPrecondition, Unavailable
+from services.policy.engines.base import (
+    Completion,
+    ContinuationScore,
+    Engine,
+    EngineStats,
+    FinishReason,
+    Generation,
+    Prompt,
+    Sampling,
+    Scoring,
+    StreamDelta,
+)
+from services.policy.engines.openai_wire import (
+    chat_logprobs,
+    completion_logprobs,
+    parse_engine_stats,
+    server_root,
+)
+
+if TYPE_CHECKING:
+    from services.policy.settings import PolicySettings
+
+log = logging.getLogger(__name__)
+
+
+def _finish(reason: str | None) -> FinishReason:
+    return "length" if reason == "length" else "abort" if reason == "abort" else "stop"
+
+
+class OpenAIRemoteEngine(Engine):
+    """Generation, scoring and tokenization delegated to a remote OpenAI-compatible server."""
+
+    kind = "openai"
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str, remote_model: str, max_context: int) -> None:
+        self._client = client
+        self._base = base_url.rstrip("/")
+        self._root = server_root(self._base)
+        self._remote_model = remote_model
+        self.model_id = remote_model
+        self.max_context = max_context
+        self._tokenize_kind: str | None = None  # "vllm", "llamacpp-python", "llamacpp", "none"
+        self._warned_metrics = False
+
+    # -- HTTP ------------------------------------------------------------------------------
+    async def _post(self, path: str, body: dict[str, Any], root: bool = False) -> dict[str, Any]:
+        url = (self._root if root else self._base) + path
+        try:
+            reply = await self._client.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"remote OpenAI server {url} unreachable: {exc}") from exc
+        if reply.status_code >= 400:
+            raise Unavailable(f"remote OpenAI server {url} answered {reply.status_code}: {reply.text[:500]}")
+        data: dict[str, Any] = reply.json()
+        return data
+
+    # -- prompts and tokens ----------------------------------------------------------------
+    async def _probe_tokenize(self) -> str:
+        """Which tokenize endpoint the server has (asked once)."""
+        if self._tokenize_kind is not None:
+            return self._tokenize_kind
+        probes = (
+            ("vllm", "/tokenize", {"model": self._remote_model, "prompt": "a"}),
+            ("llamacpp-python", "/extras/tokenize", {"model": self._remote_model, "input": "a"}),
+            ("llamacpp", "/tokenize", {"content": "a"}),
+        )
+        kind = "none"
+        for name, path, body in probes:
+            try:
+                reply = await self._client.post(self._root + path, json=body)
+            except httpx.HTTPError:
+                continue
+            if reply.status_code == 200 and isinstance(reply.json().get("tokens"), list):
+                kind = name
+                break
+        self._tokenize_kind = kind
+        return kind
+
+    async def _ids(
+        self, text: str = "", messages: list[dict[str, str]] | None = None, special: bool = True
+    ) -> list[int]:
+        """Token ids from the server's tokenizer; chat messages need vLLM's template rendering."""
+        kind = await self._probe_tokenize()
+        if messages is not None:
+            if kind != "vllm":
+                raise FailedPrecondition(
+                    "this remote server cannot render the chat template server-side (no vLLM /tokenize)", field="input"
+                )
+            body: dict[str, Any] = {"model": self._remote_model, "messages": messages, "add_generation_prompt": True}
+            return [int(t) for t in (await self._post("/tokenize", body, root=True))["tokens"]]
+        if kind == "vllm":
+            body = {"model": self._remote_model, "prompt": text, "add_special_tokens": special}
+            return [int(t) for t in (await self._post("/tokenize", body, root=True))["tokens"]]
+        if kind == "llamacpp-python":
+            reply = await self._post("/extras/tokenize", {"model": self._remote_model, "input": text}, root=True)
+            return [int(t) for t in reply["tokens"]]
+        if kind == "llamacpp":
+            reply = await self._post("/tokenize", {"content": text, "add_special": special}, root=True)
+            return [int(t) for t in reply["tokens"]]
+        # No tokenizer endpoint: about four characters per token, ids unknown (0).
+        return [0] * max(1, (len(text) + 3) // 4) if text else []
+
+    async def _completion_prompt(self, prompt: Prompt) -> str | list[int]:
+        """The /v1/completions prompt: raw text, or the server-rendered chat template's token
+        ids followed by the assistant prefix's."""
+        if not prompt.messages:
+            return prompt.text + prompt.assistant_prefix
+        ids = await self._ids(messages=_messages(prompt))
+        if prompt.assistant_prefix:
+            ids += await self._ids(prompt.assistant_prefix, special=False)
+        return ids
+
+    async def tokenize(self, prompt: Prompt) -> list[int]:
+        """Exact where the server renders its chat template (vLLM /tokenize) or for raw text;
+        for chat messages on other servers, an approximation: the role and content lines
+        tokenized as raw text (the template's special tokens are not counted)."""
+        if prompt.messages and await self._probe_tokenize() != "vllm":
+            lines = "".join(f"{m.role}\n{m.content}\n" for m in prompt.messages)
+            return await self._ids(lines + "assistant\n" + prompt.assistant_prefix)
+        rendered = await self._completion_prompt(prompt)
+        return rendered if isinstance(rendered, list) else await self._ids(rendered)
+
+    # -- generation ------------------------------------------------------------------------
+    def _body(self, sampling: Sampling, n: int, seed: int, chat: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._remote_model,
+            "n": n,
+            "seed": seed,
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+        }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        # Logprobs also count each choice's tokens when one request carries several choices.
+        if sampling.logprobs or n > 1:
+            if chat:
+                body["logprobs"] = True
+                body["top_logprobs"] = sampling.top_logprobs
+            else:
+                body["logprobs"] = sampling.top_logprobs
+        return body
+
+    async def _request(self, prompt: Prompt, sampling: Sampling, n: int, seed: int) -> dict[str, Any]:
+        if prompt.messages and not prompt.assistant_prefix:
+            body = self._body(sampling, n, seed, chat=True) | {"messages": _messages(prompt)}
+            return await self._post("/chat/completions", body)
+        body = self._body(sampling, n, seed, chat=False) | {"prompt": await self._completion_prompt(prompt)}
+        return await self._post("/completions", body)
+
+    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
+        seeds = sampling.seeds
+        consecutive = all(seeds[i] == seeds[0] + i for i in range(len(seeds)))
+        chat = bool(prompt.messages and not prompt.assistant_prefix)
+        found: dict[int, Completion] = {}
+        prompt_tokens, cached = 0, 0
+
+        async def collect(reply: dict[str, Any], first: int) -> None:
+            nonlocal prompt_tokens, cached
+            usage = reply.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            cached = max(cached, int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0))
+            choices = reply.get("choices") or []
+            for choice in choices:
+                index = first + int(choice.get("index", 0))
+                if index >= sampling.n or index in found:
+                    continue
+                text = choice["message"]["content"] if chat else choice["text"]
+                tokens = chat_logprobs(choice.get("logprobs")) if chat else completion_logprobs(choice.get("logprobs"))
+                count = len(tokens) if tokens else len(choices) == 1 and int(usage.get("completion_tokens") or 0)
+                if not count and text:
+                    count = len(await self._ids(text, special=False))
+                found[index] = Completion(
+                    index=index,
+                    text=text or "",
+                    finish_reason=_finish(choice.get("finish_reason")),
+                    completion_tokens=int(count),
+                    seed=seeds[index],
+                    logprobs=tokens if sampling.logprobs else [],
+                )
+
+        if consecutive and sampling.temperature > 0 and sampling.n > 1:
+            await collect(await self._request(prompt, sampling, sampling.n, seeds[0]), 0)
+        missing = [i for i in range(sampling.n) if i not in found]
+        replies = await asyncio.gather(*(self._request(prompt, sampling, 1, seeds[i]) for i in missing))
+        for i, reply in zip(missing, replies, strict=True):
+            await collect(reply, i)
+        return Generation(
+            completions=[found[i] for i in range(sampling.n)], prompt_tokens=prompt_tokens, cached_tokens=cached
+        )
+
+    async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+        """One streamed request per candidate, merged as deltas arrive."""
+        queue: asyncio.Queue[StreamDelta | BaseException | None] = asyncio.Queue()
+        chat = bool(prompt.messages and not prompt.assistant_prefix)
+
+        async def pump(index: int) -> None:
+            try:
+                await self._stream_one(prompt, sampling, index, chat, queue)
+            except BaseException as exc:
+                queue.put_nowait(exc)
+            finally:
+                queue.put_nowait(None)
+
+        tasks = [asyncio.create_task(pump(i)) for i in range(sampling.n)]
+        done = 0
+        try:
+            while done < len(tasks):
+                item = await queue.get()
+                if item is None:
+                    done += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _stream_one(
+        self, prompt: Prompt, sampling: Sampling, index: int, chat: bool, queue: asyncio.Queue[Any]
+    ) -> None:
+        body = self._body(sampling, 1, sampling.seeds[index], chat) | {"stream": True}
+        if chat:
+            path, body = "/chat/completions", body | {"messages": _messages(prompt)}
+        else:
+            path, body = "/completions", body | {"prompt": await self._completion_prompt(prompt)}
+        count = 0
+        async with self._client.stream("POST", self._base + path, json=body) as reply:
+            if reply.status_code >= 400:
+                raise Unavailable(f"remote OpenAI server answered {reply.status_code}: {(await reply.aread())[:500]!r}")
+            async for line in reply.aiter_lines():
+                if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                    continue
+                for choice in json.loads(line[5:]).get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content") or "" if chat else choice.get("text") or ""
+                    reason = choice.get("finish_reason")
+                    count += 1 if text else 0  # servers stream about one token per event
+                    if text or reason:
+                        finish = _finish(reason) if reason else None
+                        queue.put_nowait(
+                            StreamDelta(index=index, text=text, finish_reason=finish, completion_tokens=count)
+                        )
+
+    # -- scoring ---------------------------------------------------------------------------
+    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
+        """Echoed prompt logprobs of prompt + continuation (``echo`` on /v1/completions). With
+        token ids (vLLM) the continuation starts at a known position; with text (llama.cpp
+        servers) it starts at the first token whose text offset reaches the continuation."""
+        rendered = await self._completion_prompt(prompt)
+
+        async def one(continuation: str) -> ContinuationScore:
+            body: dict[str, Any] = {
+                "model": self._remote_model,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "echo": True,
+                "logprobs": max(top_logprobs, 1),
+            }
+            if isinstance(rendered, list):
+                cont_ids = await self._ids(continuation, special=False)
+                body["prompt"] = rendered + cont_ids
+                tokens = completion_logprobs((await self._post("/completions", body))["choices"][0]["logprobs"])
+                scored = tokens[len(rendered) : len(rendered) + len(cont_ids)]
+            else:
+                body["prompt"] = rendered + continuation
+                raw = (await self._post("/completions", body))["choices"][0]["logprobs"]
+                offsets = raw.get("text_offset") or []
+                tokens = completion_logprobs(raw)
+                end = len(rendered + continuation)
+                scored = [t for t, o in zip(tokens, offsets, strict=False) if len(rendered) <= o < end]
+            for token in scored:
+                token.top = token.top[:top_logprobs]
+            return ContinuationScore(tokens=scored)
+
+        scores = await asyncio.gather(*(one(c) for c in continuations))
+        prompt_tokens = len(rendered) if isinstance(rendered, list) else len(await self._ids(rendered))
+        return Scoring(scores=list(scores), prompt_tokens=prompt_tokens)
+
+    # -- stats and lifecycle ---------------------------------------------------------------
+    async def stats(self) -> EngineStats:
+        """Parsed from the server's Prometheus /metrics; zeros when it exports none we know."""
+        try:
+            reply = await self._client.get(self._root + "/metrics")
+            text = reply.text if reply.status_code == 200 else ""
+        except httpx.HTTPError:
+            text = ""
+        parsed = parse_engine_stats(text)
+        if parsed is None:
+            if not self._warned_metrics:
+                log.warning("remote server %s exports no vLLM/SGLang/llama.cpp metrics; stats are zeros", self._root)
+                self._warned_metrics = True
+            return EngineStats(kv_cache_utilization=0.0, running_requests=0, waiting_requests=0)
+        return parsed
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _messages(prompt: Prompt) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in prompt.messages]
+
+
+async def create_engine(settings: PolicySettings) -> Engine:
+    """Connect to ``settings.openai_base_url`` and pick the remote model (``openai_model`` or
+    the server's first)."""
+    if not settings.openai_base_url:
+        raise ValueError("TTC_POLICY_OPENAI_BASE_URL is required for the openai engine")
+    headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
+    timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
+    client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=httpx.Limits(max_connections=256))
+    base = settings.openai_base_url.rstrip("/")
+    try:
+        reply = await client.get(base + "/models")
+        reply.raise_for_status()
+        models = reply.json().get("data") or []
+    except (httpx.HTTPError, ValueError) as exc:
+        await client.aclose()
+        raise RuntimeError(f"cannot list models at {base}/models: {exc}") from exc
+    names = [m.get("id") for m in models]
+    remote = settings.openai_model or (names[0] if names else "")
+    if not remote:
+        await client.aclose()
+        raise RuntimeError(f"{base}/models lists no model; set TTC_POLICY_OPENAI_MODEL")
+    if names and remote not in names:
+        log.warning("model %s not listed by %s (lists %s); using it anyway", remote, base, names)
+    info: dict[str, Any] = next((m for m in models if m.get("id") == remote), {})
+    max_context = int(info.get("max_model_len") or settings.n_ctx)
+    return OpenAIRemoteEngine(client, base, remote, max_context)

@@ -1,0 +1,98 @@
+"""Pure translations of OpenAI-compatible wire formats for the remote engine (no I/O).
+
+Kept apart from ``openai_remote`` so logprob shapes and Prometheus exports of each server
+family are unit-tested on recorded text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.policy.engines.base import EngineStats, TokenLogprob
+
+#: token id used when a server reports token text only (OpenAI logprobs carry no ids)
+UNKNOWN_TOKEN_ID = -1
+
+#: per server family: metric names for KV-cache fraction, running, waiting, prefix queries, hits
+_FAMILIES: tuple[dict[str, str], ...] = (
+    {
+        "kv": "vllm:kv_cache_usage_perc",
+        "running": "vllm:num_requests_running",
+        "waiting": "vllm:num_requests_waiting",
+        "queries": "vllm:prefix_cache_queries",
+        "hits": "vllm:prefix_cache_hits",
+    },
+    {"kv": "sglang:token_usage", "running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs"},
+    {
+        "kv": "llamacpp:kv_cache_usage_ratio",
+        "running": "llamacpp:requests_processing",
+        "waiting": "llamacpp:requests_deferred",
+    },
+)
+
+
+def server_root(base_url: str) -> str:
+    """``http://h:8000/v1`` → ``http://h:8000``: tokenize and metrics live beside /v1."""
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _token_id(token: str) -> tuple[str, int]:
+    """vLLM's ``return_tokens_as_token_ids`` writes ``token_id:123``; otherwise the id is unknown."""
+    if token.startswith("token_id:") and token[9:].isdigit():
+        return token, int(token[9:])
+    return token, UNKNOWN_TOKEN_ID
+
+
+def chat_logprobs(logprobs: dict[str, Any] | None) -> list[TokenLogprob]:
+    """``choices[i].logprobs`` of a chat completion → per-token logprobs."""
+    result: list[TokenLogprob] = []
+    for item in (logprobs or {}).get("content") or []:
+        token, token_id = _token_id(str(item.get("token", "")))
+        top = []
+        for alt in item.get("top_logprobs") or []:
+            alt_token, alt_id = _token_id(str(alt.get("token", "")))
+            top.append((alt_token, alt_id, float(alt.get("logprob", 0.0))))
+        result.append(TokenLogprob(token=token, token_id=token_id, logprob=float(item.get("logprob", 0.0)), top=top))
+    return result
+
+
+def completion_logprobs(logprobs: dict[str, Any] | None) -> list[TokenLogprob]:
+    """``choices[i].logprobs`` of a legacy completion (tokens / token_logprobs / top_logprobs).
+    The first echoed prompt token has no logprob (null); it is reported as 0.0."""
+    if not logprobs:
+        return []
+    tokens = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or []
+    result: list[TokenLogprob] = []
+    for i, raw in enumerate(tokens):
+        token, token_id = _token_id(str(raw))
+        value = values[i] if i < len(values) and values[i] is not None else 0.0
+        alternatives = tops[i] if i < len(tops) and tops[i] else {}
+        top = sorted(((t, _token_id(t)[1], float(v)) for t, v in alternatives.items()), key=lambda a: -a[2])
+        result.append(TokenLogprob(token=token, token_id=token_id, logprob=float(value), top=top))
+    return result
+
+
+def parse_engine_stats(metrics_text: str) -> EngineStats | None:
+    """Engine statistics from a server's Prometheus export, summed over label sets (engines,
+    models); ``None`` when the text holds none of the known server families."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            # Counters appear as ``name_total`` samples of family ``name``.
+            if sample.name in (family.name, family.name + "_total"):
+                values[family.name] = values.get(family.name, 0.0) + float(sample.value)
+    for names in _FAMILIES:
+        if names["kv"] in values or names["running"] in values:
+            return EngineStats(
+                kv_cache_utilization=min(1.0, max(0.0, values.get(names["kv"], 0.0))),
+                running_requests=int(values.get(names["running"], 0.0)),
+                waiting_requests=int(values.get(names["waiting"], 0.0)),
+                prefix_cache_queries=int(values.get(names.get("queries", ""), 0.0)),
+                prefix_cache_hits=int(values.get(names.get("hits", ""), 0.0)),
+            )
+    return None
