@@ -67,6 +67,11 @@ class Executor:
         """Run ``program`` under ``limits`` as host ``uid``: its outcome and, when not OK, why."""
         if self.interpreter is None or self.unavailable:
             return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), self.unavailable
+        if uid is None and os.geteuid() == 0:
+            # bwrap started by root keeps root's powers over the namespaces it creates.
+            return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), (
+                "refusing to run sandboxed code as root: the service must hand out slot uids"
+            )
         interpreter = self.interpreter
         s = self.settings
         cgroup = self.cgroups.get(uid) if uid is not None else None

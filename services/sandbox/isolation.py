@@ -137,6 +137,8 @@ def bwrap_args(
         "--unshare-all",  # user, ipc, pid, net (empty: no interfaces but lo), uts, cgroup
         "--unshare-user",
         "--disable-userns",  # no nested user namespaces: less kernel surface for the program
+        "--cap-drop",
+        "ALL",
         "--die-with-parent",
         # The program is PID 1 of its namespace: when it exits the kernel kills everything it
         # left behind, and the monitor reaps it directly, so wait4 sees its CPU time and RSS.

@@ -329,11 +329,15 @@ for name, flag in [('user', 0x10000000), ('net', 0x40000000), ('mount', 0x000200
     print(name, 'unshare', libc.unshare(flag))
 print('mount', libc.mount(b'none', b'/usr', b'tmpfs', 0, None))
 print('remount', libc.mount(None, b'/', None, 0x20 | 0x1000, None))  # MS_REMOUNT|MS_BIND, i.e. make / writable
+status = dict(line.split(':', 1) for line in open('/proc/self/status').read().splitlines())
+print('uid', os.getuid(), 'caps', status['CapEff'].strip(), status['CapPrm'].strip(), status['CapBnd'].strip())
 """
     reply = await run_with_canary(client, code, S.Limits())
     out = reply.outcome.stdout.decode().split("\n")
     assert reply.outcome.status == S.EXEC_STATUS_OK, reply
-    assert [line.split()[-1] for line in out if line] == ["-1"] * 6, out
+    assert [line.split()[-1] for line in out[:6]] == ["-1"] * 6, out
+    uid_line = out[6].split()
+    assert uid_line[1] != "0" and uid_line[3:] == ["0000000000000000"] * 3, out
     assert_no_leftovers(sandbox)
 
 

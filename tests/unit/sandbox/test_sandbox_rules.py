@@ -179,8 +179,10 @@ def command() -> list[str]:
 
 def test_bwrap_command_isolates() -> None:
     args = command()
-    for flag in ("--unshare-all", "--die-with-parent", "--as-pid-1", "--new-session", "--clearenv"):
+    for flag in ("--unshare-all", "--disable-userns", "--die-with-parent", "--as-pid-1", "--new-session", "--clearenv"):
         assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert args.index("--remount-ro") > max(i for i, a in enumerate(args) if a in ("--tmpfs", "--file", "--ro-bind"))
     assert "--share-net" not in args
     binds = [args[i + 1] for i, a in enumerate(args) if a in ("--bind", "--ro-bind", "--dev-bind")]
     assert binds == ["/usr/lib", "/usr/bin/python3.11"]  # read-only, and nothing else of the host
