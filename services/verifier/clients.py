@@ -20,6 +20,7 @@ from services.verifier.types import (
     ExecResult,
     JudgePrompt,
     PolicyError,
+    PolicyRefused,
     SandboxError,
     ScoreResult,
     Spend,
@@ -28,6 +29,7 @@ from services.verifier.types import (
 
 OUTPUT_CHARS = 1500
 QUEUE_FULL_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
+_REFUSALS = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 def _details(err: grpc.aio.AioRpcError) -> str:
@@ -61,6 +63,8 @@ class GrpcPolicyScorer:
                 raise Unavailable(f"policy service at {self.target} is unavailable: {_details(err)}") from err
             if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT) and error_field(err) == "model":
                 raise InvalidArgument(f"policy rejected the model: {_details(err)}", field="model") from err
+            if code in _REFUSALS:
+                raise PolicyRefused(f"policy refused the input ({code.name}): {_details(err)}") from err
             raise PolicyError(f"policy Score failed ({code.name}): {_details(err)}") from err
         if len(reply.scores) != len(continuations):
             raise PolicyError(f"policy returned {len(reply.scores)} scores for {len(continuations)} continuations")

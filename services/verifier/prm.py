@@ -20,7 +20,16 @@ from services.verifier.base import VerifierInfo, VerifierKind, answer_of, requir
 from services.verifier.judge import prm_continuation, prm_header, problem_text, yes_probability
 from services.verifier.settings import VerifierSettings
 from services.verifier.tasks import run_bounded
-from services.verifier.types import Aggregation, Outcome, PolicyError, PolicyScorer, Spend, Verdict, VerifyJob
+from services.verifier.types import (
+    Aggregation,
+    Outcome,
+    PolicyError,
+    PolicyRefused,
+    PolicyScorer,
+    Spend,
+    Verdict,
+    VerifyJob,
+)
 
 _STEP_MARKER = re.compile(r"^[ \t>*#_-]*step[ \t]*\d+[ \t]*[:.)]", re.IGNORECASE | re.MULTILINE)
 _BLANK_LINE = re.compile(r"\n(?:[ \t]*\n)+")
@@ -123,12 +132,13 @@ class ProcessRewardModel(VerifierKind):
                 result = await self.policy.score(prompt, continuations, model=job.model)
             except PolicyError as err:
                 owners = sorted({p.candidate for p in batch})
-                if len(owners) > 1:
+                if len(owners) > 1 and isinstance(err, PolicyRefused):
                     # one refused candidate (say, too long for the context) must not sink the others
                     for owner in owners:
                         await call([p for p in batch if p.candidate == owner])
                     return
-                errors[owners[0]] = f"policy error: {err}"
+                for owner in owners:
+                    errors[owner] = f"policy error: {err}"
                 return
             spend.add(result.spend)
             for i, p in enumerate(batch):

@@ -18,7 +18,11 @@ class VerifierSettings(BaseSettings):
         "127.0.0.1:50051", description="host:port of the policy service (generative ORM/PRM judges)."
     )
     sandbox_target: str = Field("127.0.0.1:50053", description="host:port of the sandbox service (code_tests).")
-    policy_timeout_s: float = Field(120.0, description="Deadline of one policy Score call, in seconds.")
+    policy_timeout_s: float = Field(
+        300.0,
+        description="Deadline of one policy Score call in seconds, queueing in the engine included (a PRM batch "
+        "of many long candidates is one call).",
+    )
     sandbox_timeout_s: float = Field(120.0, description="Deadline of one sandbox Execute call, in seconds.")
     max_candidates: int = Field(256, description="Most candidates one Verify call may carry.")
     max_candidate_chars: int = Field(100_000, description="Longest candidate text accepted, in characters.")

@@ -125,7 +125,12 @@ class ScoreResult:
 
 
 class PolicyError(Exception):
-    """The policy refused or failed one call (not an outage): the affected candidates get an error."""
+    """The policy failed one call (not an outage): the affected candidates get an error."""
+
+
+class PolicyRefused(PolicyError):
+    """The policy refused the call's input (say, a continuation longer than the context window):
+    retrying the candidates one by one can save the others; retrying a timeout cannot."""
 
 
 class SandboxError(Exception):

@@ -11,7 +11,7 @@ from services.common.errors import InvalidArgument, Unavailable
 from services.verifier.orm import OutcomeRewardModel
 from services.verifier.prm import ProcessRewardModel
 from services.verifier.settings import VerifierSettings
-from services.verifier.types import Aggregation, JudgePrompt, Message, PolicyError, VerifyJob
+from services.verifier.types import Aggregation, JudgePrompt, Message, PolicyRefused, VerifyJob
 from tests.unit.verifier.scripted import ScriptedPolicy, down_policy, erring_policy, label_policy
 
 PROBLEM = (Message("user", "What is 2 + 3 * 4?"),)
@@ -131,7 +131,7 @@ async def test_prm_policy_error_and_outage() -> None:
 
 async def test_prm_one_refused_candidate_does_not_sink_the_batch() -> None:
     def refuse_long(prompt: JudgePrompt, continuations: Sequence[str]) -> Exception | None:
-        return PolicyError("exceeds the context window") if any("LONG" in c for c in continuations) else None
+        return PolicyRefused("exceeds the context window") if any("LONG" in c for c in continuations) else None
 
     policy = ScriptedPolicy(lambda p, c: math.log(0.9) if c.endswith("Yes") else math.log(0.1), fail_when=refuse_long)
     out = await ProcessRewardModel(policy, settings()).verify(job("Step 1: a\nStep 2: b", "LONG", "c"))
@@ -139,3 +139,9 @@ async def test_prm_one_refused_candidate_does_not_sink_the_batch() -> None:
     assert ok.score == pytest.approx(0.9) and other.score == pytest.approx(0.9)
     assert "context window" in refused.error and not ok.error and not other.error
     assert len(policy.calls) == 1 + 3  # the shared call, then one per candidate
+
+
+async def test_prm_does_not_retry_a_batch_that_timed_out() -> None:
+    policy = erring_policy("DEADLINE_EXCEEDED")
+    out = await ProcessRewardModel(policy, settings()).verify(job("a\n\nb", "c", "d"))
+    assert len(policy.calls) == 1 and all("DEADLINE_EXCEEDED" in v.error for v in out.verdicts)
