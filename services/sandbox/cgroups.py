@@ -96,18 +96,34 @@ class SlotCgroup:
         return len(members)
 
     def remove(self) -> None:
-        self.kill_all()
+        with contextlib.suppress(OSError):
+            self.kill_all()
         with contextlib.suppress(OSError):
             self.path.rmdir()
 
 
-def create_slots(parent: Path, version: int, uids: list[int]) -> dict[int, SlotCgroup]:
-    """One cgroup per slot uid under ``parent``; raises ``OSError`` when not permitted."""
+def _owner_alive(name: str) -> bool:
+    """Whether the service that created ``ttc-sandbox-<pid>-<uid>`` still runs."""
+    try:
+        pid = int(name.removeprefix(PREFIX).split("-")[0])
+    except ValueError:
+        return True  # not ours to judge
+    return Path(f"/proc/{pid}").exists()
+
+
+def create_slots(parent: Path, version: int, uids: list[int], owner: int | None = None) -> dict[int, SlotCgroup]:
+    """One cgroup per slot uid under ``parent``; raises ``OSError`` when not permitted.
+
+    Names carry the owning service's pid, so two services on one host never share (or remove)
+    each other's cgroups; those left by a service that was killed are removed here.
+    """
+    owner = os.getpid() if owner is None else owner
+    for stale in parent.glob(f"{PREFIX}*"):
+        if stale.is_dir() and not _owner_alive(stale.name):
+            SlotCgroup(stale, version).remove()
     slots = {}
     for uid in uids:
-        path = parent / f"{PREFIX}{uid}"
-        if path.exists():
-            SlotCgroup(path, version).remove()  # left by a service that was killed
-        path.mkdir()
+        path = parent / f"{PREFIX}{owner}-{uid}"
+        path.mkdir(exist_ok=True)
         slots[uid] = SlotCgroup(path, version)
     return slots

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,15 @@ def test_oom_kills_and_members(tmp_path: Path) -> None:
     assert SlotCgroup(v2, 2).oom_kills() == 2
 
 
-def test_create_slots_makes_one_directory_per_uid(tmp_path: Path) -> None:
-    slots = create_slots(tmp_path, 2, [7000, 7001])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ttc-sandbox-7000", "ttc-sandbox-7001"]
-    assert slots[7001].path == tmp_path / "ttc-sandbox-7001"
+def test_create_slots_makes_one_directory_per_uid_and_owner(tmp_path: Path) -> None:
+    dead = tmp_path / "ttc-sandbox-999999999-7000"  # a pid that cannot exist: a killed service's
+    dead.mkdir()  # (empty: a plain directory cannot be removed with files in it, a cgroup can)
+    other = tmp_path / f"ttc-sandbox-{os.getppid()}-7000"  # a live service's: left alone
+    other.mkdir()
+    slots = create_slots(tmp_path, 2, [7000, 7001], owner=os.getpid())
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted([other.name, f"ttc-sandbox-{os.getpid()}-7000", f"ttc-sandbox-{os.getpid()}-7001"])
+    assert slots[7001].path == tmp_path / f"ttc-sandbox-{os.getpid()}-7001"
 
 
 def test_block_fd_holds_the_program_until_released() -> None:
