@@ -28,7 +28,6 @@ MODEL = "smollm2-135m"
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama.cpp OpenAI-compatible server on SmolLM2; yields its /v1 base URL."""
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed")
     port = free_port()
     gguf = gguf_path(MODEL, tmp_path_factory.mktemp("models"))
     server = ServiceProcess(

