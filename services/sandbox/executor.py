@@ -20,7 +20,7 @@ from services.sandbox.isolation import (
     MountedFile,
     bwrap_args,
     prlimit_args,
-    python_argv,
+    program_argv,
     setpriv_args,
 )
 from services.sandbox.limits import ExecLimits
@@ -101,7 +101,10 @@ class Executor:
                 tmpfs_bytes=s.tmpfs_bytes,
                 files=mounted,
                 status_fd=status_w,
-                argv=python_argv(interpreter, PROGRAM_NAME),
+                argv=program_argv(
+                    interpreter, PROGRAM_NAME, prlimit_path=s.prlimit_path, max_processes=limits.max_processes
+                ),
+                tools=[s.prlimit_path],
                 block_fd=block_r,
             )
             raw = await run_sandboxed(

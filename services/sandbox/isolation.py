@@ -27,9 +27,6 @@ SANDBOX_ENV = {
     "LANG": "C.UTF-8",
     "PYTHONIOENCODING": "utf-8",
 }
-# Processes bwrap itself needs inside the slot's uid: the outer monitor.
-BWRAP_OWN_PROCESSES = 1
-
 _PROBE = (
     "import json, os, sys; "
     "print(json.dumps({'executable': os.path.realpath(sys.executable), 'base_prefix': sys.base_prefix, "
@@ -95,14 +92,15 @@ def setpriv_args(setpriv_path: str, uid: int | None) -> list[str]:
 
 
 def prlimit_args(prlimit_path: str, limits: ExecLimits, *, tmpfs_bytes: int, max_open_files: int) -> list[str]:
-    """``prlimit`` options: CPU (SIGXCPU then SIGKILL), address space, processes, file size, fds, no core."""
+    """``prlimit`` options: CPU (SIGXCPU then SIGKILL), address space, file size, fds, no core.
+
+    The process limit is not among them: see ``program_argv``.
+    """
     cpu_soft, cpu_hard = limits.cpu_rlimit
-    nproc = limits.max_processes + BWRAP_OWN_PROCESSES
     return [
         prlimit_path,
         f"--cpu={cpu_soft}:{cpu_hard}",
         f"--as={limits.memory_bytes}",
-        f"--nproc={nproc}",
         f"--fsize={tmpfs_bytes}",
         f"--nofile={max_open_files}",
         "--core=0",
@@ -130,6 +128,7 @@ def bwrap_args(
     status_fd: int,
     argv: Sequence[str],
     block_fd: int | None = None,
+    tools: Sequence[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command: fresh namespaces, read-only interpreter, private tmpfs, clean env."""
     args = [
@@ -150,7 +149,7 @@ def bwrap_args(
     ]
     for key, value in SANDBOX_ENV.items():
         args += ["--setenv", key, value]
-    for path in interpreter.ro_paths:
+    for path in (*interpreter.ro_paths, *tools):
         args += ["--ro-bind", path, path]
     args += _root_links()
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -169,6 +168,14 @@ def bwrap_args(
     return args
 
 
-def python_argv(interpreter: Interpreter, program: str) -> list[str]:
-    """Run ``program`` (a file in the working dir) ignoring PYTHON* variables and user site, no .pyc."""
-    return [interpreter.executable, "-E", "-s", "-B", program]
+def program_argv(interpreter: Interpreter, program: str, *, prlimit_path: str, max_processes: int) -> list[str]:
+    """The command inside the sandbox: set RLIMIT_NPROC, then run ``program`` with the interpreter.
+
+    RLIMIT_NPROC is set *inside* the new user namespace on purpose. The kernel counts processes
+    per user namespace and uid, and checks every ancestor namespace against the limit its
+    creator had when creating it. Set before bwrap, the limit would also be checked against all
+    processes of the uid on the host (the service's own threads included, when not root); set
+    here, after the namespace exists, it counts exactly this execution's processes.
+    Python ignores PYTHON* variables (-E) and the user site (-s) and writes no .pyc (-B).
+    """
+    return [prlimit_path, f"--nproc={max_processes}", "--", interpreter.executable, "-E", "-s", "-B", program]

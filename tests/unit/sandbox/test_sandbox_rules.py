@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import InvalidArgument, ResourceExhausted
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import humaneval_tests
-from services.sandbox.isolation import Interpreter, MountedFile, bwrap_args, prlimit_args, python_argv
+from services.sandbox.isolation import Interpreter, MountedFile, bwrap_args, prlimit_args, program_argv
 from services.sandbox.limits import ExecLimits, resolve_limits
 from services.sandbox.outcome import classify
 from services.sandbox.pool import ExecutionPool
@@ -173,7 +173,8 @@ def command() -> list[str]:
         tmpfs_bytes=1 << 20,
         files=[MountedFile(7, "main.py")],
         status_fd=9,
-        argv=python_argv(INTERP, "main.py"),
+        argv=program_argv(INTERP, "main.py", prlimit_path="/usr/bin/prlimit", max_processes=8),
+        tools=["/usr/bin/prlimit"],
     )
 
 
@@ -185,20 +186,32 @@ def test_bwrap_command_isolates() -> None:
     assert args.index("--remount-ro") > max(i for i, a in enumerate(args) if a in ("--tmpfs", "--file", "--ro-bind"))
     assert "--share-net" not in args
     binds = [args[i + 1] for i, a in enumerate(args) if a in ("--bind", "--ro-bind", "--dev-bind")]
-    assert binds == ["/usr/lib", "/usr/bin/python3.11"]  # read-only, and nothing else of the host
+    assert binds == ["/usr/lib", "/usr/bin/python3.11", "/usr/bin/prlimit"]  # read-only, nothing else of the host
     assert not any(a.startswith(("/etc", "/root", "/home", "/work")) for a in args)
     setenv = [args[i + 1] for i, a in enumerate(args) if a == "--setenv"]
     assert set(setenv) == {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONIOENCODING"}
     size_at = args.index("--size")
     assert args[size_at + 1] == str(1 << 20) and args[size_at + 2 : size_at + 4] == ["--tmpfs", "/tmp"]
     assert args[args.index("--file") + 1 : args.index("--file") + 3] == ["7", "/tmp/main.py"]
-    assert args[-6:] == ["--", "/usr/bin/python3.11", "-E", "-s", "-B", "main.py"]
+    # The process limit is set inside the new user namespace, right before the interpreter.
+    assert args[-9:] == [
+        "--",
+        "/usr/bin/prlimit",
+        "--nproc=8",
+        "--",
+        "/usr/bin/python3.11",
+        "-E",
+        "-s",
+        "-B",
+        "main.py",
+    ]
 
 
 def test_prlimit_sets_every_limit() -> None:
     args = prlimit_args("/usr/bin/prlimit", LIMITS, tmpfs_bytes=1 << 20, max_open_files=32)
     assert args[0] == "/usr/bin/prlimit" and args[-1] == "--"
-    assert {"--cpu=2:3", f"--as={2**28}", "--nproc=9", f"--fsize={1 << 20}", "--nofile=32", "--core=0"} <= set(args)
+    assert {"--cpu=2:3", f"--as={2**28}", f"--fsize={1 << 20}", "--nofile=32", "--core=0"} <= set(args)
+    assert not any(a.startswith("--nproc") for a in args)  # see program_argv
 
 
 # --- pool ----------------------------------------------------------------------------------
