@@ -53,7 +53,7 @@ from services.orchestrator.interfaces import (
     Verifier,
     VerifyCall,
 )
-from services.orchestrator.search import run_search
+from services.orchestrator.search import replay, run_search
 
 SYSTEM_PROMPT = "Solve the problem. Think step by step, then give the final answer as \\boxed{ANSWER}."
 DATASETS = ("basic_arithmetic", "chain_sum", "gsm_symbolic")
@@ -121,6 +121,7 @@ class CachingPolicy:
     cache: dict[Any, tuple[Generation, float]] = field(default_factory=dict)
     charged_seconds: float = 0.0
     hits: int = 0
+    enabled: bool = True
 
     async def generate(
         self,
@@ -138,7 +139,7 @@ class CachingPolicy:
         from services.policy.engines import base as eb
 
         key = (tuple(messages), assistant_prefix, tuple(seeds), max_tokens, temperature, top_p, tuple(stop))
-        cached = self.cache.get(key)
+        cached = self.cache.get(key) if self.enabled else None
         if cached is not None and (not logprobs or all(c.logprobs for c in cached[0].candidates if c.text)):
             self.hits += 1
             self.charged_seconds += cached[1]
@@ -204,9 +205,10 @@ class InProcessVerifier:
     registry: Any
     cache: dict[VerifyCall, tuple[Verification, float]] = field(default_factory=dict)
     charged_seconds: float = 0.0
+    enabled: bool = True
 
     async def verify(self, call: VerifyCall) -> Verification:
-        cached = self.cache.get(call)
+        cached = self.cache.get(call) if self.enabled else None
         if cached is not None:
             self.charged_seconds += cached[1]
             return cached[0]
@@ -273,13 +275,23 @@ def strategy_spec(name: str, args: argparse.Namespace) -> orchestrator_pb2.Strat
     elif name in ("best_of_n", "weighted_vote"):
         verifier = args.verifier
     elif name == "beam_search":
-        params = {"beam_width": max(1, args.n // 4), "expansion": 4, "max_steps": 8, "step_max_tokens": 96}
+        params = {
+            "beam_width": max(1, args.n // 4),
+            "expansion": 4,
+            "max_steps": 8,
+            "step_max_tokens": min(96, args.max_tokens),
+        }
         verifier = "prm"
     elif name == "dvts":
-        params = {"subtrees": max(1, args.n // 4), "expansion": 4, "max_steps": 8, "step_max_tokens": 96}
+        params = {
+            "subtrees": max(1, args.n // 4),
+            "expansion": 4,
+            "max_steps": 8,
+            "step_max_tokens": min(96, args.max_tokens),
+        }
         verifier = "prm"
     elif name == "mcts":
-        params = {"simulations": max(1, args.n // 2), "expansion_width": 2, "step_max_tokens": 96}
+        params = {"simulations": max(1, args.n // 2), "expansion_width": 2, "step_max_tokens": min(96, args.max_tokens)}
         verifier = args.verifier
     elif name in ("ab_mcts_a", "ab_mcts_m"):
         params = {"batch": 4}
@@ -308,6 +320,8 @@ class Row:
     pools: list[list[bool]] = field(default_factory=list)
     pool_answers: list[list[str]] = field(default_factory=list)
     terminations: dict[str, int] = field(default_factory=dict)
+    replays: int = 0
+    replays_matched: int = 0
 
 
 async def run_one(
@@ -353,6 +367,21 @@ async def run_one(
         samples = [n.text for n in trace.nodes if n.action == "generate"]
         row.pools.append([problem.correct(t) for t in samples])
         row.pool_answers.append([normalize_answer(extract_answer(t) or "") for t in samples])
+    if args.replay_check and name in args.replay_check.split(","):
+        # Re-run from the stored trace with caches off: does the engine make the same choices?
+        for component in (policy, verifier):
+            if hasattr(component, "enabled"):
+                component.enabled = False
+        try:
+            comparison, _, _ = await replay(trace, policy, verifier)
+        finally:
+            for component in (policy, verifier):
+                if hasattr(component, "enabled"):
+                    component.enabled = True
+        row.replays += 1
+        row.replays_matched += comparison.matches
+        if args.verbose:
+            print(f"  replay {name}: matches={comparison.matches} first_divergence={comparison.first_divergence}")
     if args.verbose:
         print(
             f"  {name:16s} {problem.id:28s} correct={problem.correct(result.answer)!s:5s} "
@@ -407,6 +436,8 @@ def report(rows: dict[str, Row], args: argparse.Namespace) -> dict[str, Any]:
             notes.append("WORSE than best-of-N at equal budget")
         if row.errors:
             notes.append(f"{row.errors} errors")
+        if row.replays:
+            notes.append(f"replayed to the same choices {row.replays_matched}/{row.replays}")
         notes.append(",".join(f"{k}={v}" for k, v in sorted(row.terminations.items())))
         fmt = lambda v: "    -  " if math.isnan(v) else f"{v:7.3f}"  # noqa: E731
         print(
@@ -434,9 +465,7 @@ def report(rows: dict[str, Row], args: argparse.Namespace) -> dict[str, Any]:
         if sc.pools:
             pm = pool_metrics(sc, args.n)
             if pm:
-                print(
-                    f"(single-sample accuracy from all {pm[0]} samples of each problem, pass@1: {pm[1][0]:.3f})"
-                )
+                print(f"(single-sample accuracy from all {pm[0]} samples of each problem, pass@1: {pm[1][0]:.3f})")
     return out
 
 
@@ -482,6 +511,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--verifier-target", default="127.0.0.1:50052")
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--json", default="", help="also write the results here")
+    parser.add_argument(
+        "--replay-check", default="", help="comma-separated strategies to replay from their trace (caches off)"
+    )
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 

@@ -15,7 +15,7 @@ def make_job(
     name: str = "self_consistency", *, n: int = 5, tokens: int = 1000, **params: object
 ) -> orchestrator_pb2.SearchJob:
     struct = struct_pb2.Struct()
-    struct.update(params)
+    struct.update(params)  # type: ignore[arg-type]
     return orchestrator_pb2.SearchJob(
         job_id="job-1",
         messages=[common_pb2.ChatMessage(role="user", content="What is 6*7?")],
