@@ -11,6 +11,7 @@ namespace), no host processes, no environment but the few variables set below, n
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -28,10 +29,13 @@ SANDBOX_ENV = {
     "PYTHONIOENCODING": "utf-8",
 }
 _PROBE = (
-    "import json, os, sys; "
-    "print(json.dumps({'executable': os.path.realpath(sys.executable), 'base_prefix': sys.base_prefix, "
-    "'path': [p for p in sys.path if p and os.path.isdir(p)]}))"
+    "import json, os, sys, sysconfig; "
+    "print(json.dumps({'executable': os.path.realpath(sys.executable), "
+    "'path': [p for p in sys.path if p and os.path.isdir(p)], "
+    "'multiarch': sysconfig.get_config_var('MULTIARCH') or '', "
+    "'libdir': sysconfig.get_config_var('LIBDIR') or ''}))"
 )
+_SITE_DIRS = ("site-packages", "dist-packages")
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,31 @@ def _covered(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def system_lib_paths() -> list[str]:
-    """``/usr/lib`` and ``/usr/lib64`` (shared libraries), when they are real directories."""
-    return [p for p in ("/usr/lib", "/usr/lib64") if os.path.isdir(p) and not os.path.islink(p)]
+def shared_lib_paths(multiarch: str) -> list[str]:
+    """The directories of the shared libraries an interpreter and its extension modules load.
+
+    Only the multiarch library directory (``/usr/lib/x86_64-linux-gnu``: libc, libm, libssl,
+    libffi, ...) and the dynamic loader's ``/usr/lib64``, not the rest of ``/usr/lib`` (other
+    languages, system Python packages, tools' data).
+    """
+    found: list[str] = []
+    candidates = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else []
+    for path in [*candidates, "/usr/lib64", "/lib64"]:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    if not candidates:  # no multiarch layout: fall back to the whole library directories
+        found = [p for p in ("/usr/lib", "/lib") if os.path.isdir(p)] + found
+    return found
 
 
-def probe_interpreter(python_path: str, timeout: float = 30.0) -> Interpreter:
-    """Ask the interpreter where it loads from; raises ``RuntimeError`` with the reason if it cannot run."""
+def probe_interpreter(python_path: str, *, site_packages: bool = False, timeout: float = 30.0) -> Interpreter:
+    """Ask the interpreter where it loads from; raises ``RuntimeError`` with the reason if it cannot run.
+
+    The view is the interpreter binary, its standard library (``sys.path`` without
+    site/dist-packages unless ``site_packages``), ``libpython`` when it lives apart, and the
+    shared-library directories.
+    """
     if not os.path.isfile(python_path):
         raise RuntimeError(f"interpreter {python_path!r} does not exist")
     proc = subprocess.run(
@@ -69,14 +91,15 @@ def probe_interpreter(python_path: str, timeout: float = 30.0) -> Interpreter:
     if proc.returncode != 0:
         raise RuntimeError(f"interpreter {python_path!r} failed: {proc.stderr.decode(errors='replace')[-500:]}")
     info = json.loads(proc.stdout)
-    roots = system_lib_paths()
-    paths: list[str] = [info["executable"]]
-    lib_dir = os.path.join(info["base_prefix"], "lib")
-    for candidate in [lib_dir, *info["path"]]:
+    paths: list[str] = shared_lib_paths(info["multiarch"])
+    libpython = sorted(glob.glob(os.path.join(info["libdir"], "libpython*.so*"))) if info["libdir"] else []
+    for candidate in [info["executable"], *libpython, *info["path"]]:
         real = os.path.realpath(candidate)
-        if os.path.isdir(real) and not _covered(real, roots + paths):
+        if not site_packages and os.path.basename(real.rstrip("/")) in _SITE_DIRS:
+            continue
+        if os.path.exists(real) and not _covered(real, paths):
             paths.append(real)
-    return Interpreter(executable=info["executable"], ro_paths=tuple(roots + paths))
+    return Interpreter(executable=info["executable"], ro_paths=tuple(paths))
 
 
 def setpriv_args(setpriv_path: str, uid: int | None) -> list[str]:

@@ -33,7 +33,7 @@ def find_problem(settings: SandboxSettings) -> tuple[Interpreter | None, str]:
         if shutil.which(path) is None:
             return None, f"{name} not found at {path!r} (install the Debian packages bubblewrap and util-linux)"
     try:
-        return probe_interpreter(settings.python_path), ""
+        return probe_interpreter(settings.python_path, site_packages=settings.site_packages), ""
     except (RuntimeError, OSError, ValueError) as exc:
         return None, str(exc)
 

@@ -63,6 +63,14 @@ class SandboxSettings(BaseSettings):
         ),
     )
 
+    site_packages: bool = Field(
+        False,
+        description=(
+            "Also show programs the interpreter's site/dist-packages (read-only); off, they see the standard "
+            "library only."
+        ),
+    )
+
     bwrap_path: str = Field("/usr/bin/bwrap", description="The bubblewrap binary.")
     prlimit_path: str = Field("/usr/bin/prlimit", description="util-linux prlimit, which sets the rlimits.")
     setpriv_path: str = Field(

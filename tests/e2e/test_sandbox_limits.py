@@ -63,3 +63,14 @@ async def test_process_limit_counts_only_the_executions_processes(busy_uid: int)
     assert outcome.status == sandbox_pb2.EXEC_STATUS_OK, (outcome, message)
     # 10 processes: the program and 9 children, however many processes the uid has elsewhere.
     assert outcome.stdout == b"9\n"
+
+
+def test_interpreter_view_is_stdlib_and_shared_libraries_only() -> None:
+    settings = SandboxSettings()
+    view = probe_interpreter(settings.python_path)
+    assert view.executable in view.ro_paths
+    assert not any(p.endswith(("site-packages", "dist-packages")) for p in view.ro_paths)
+    assert "/usr/lib" not in view.ro_paths and "/usr" not in view.ro_paths  # not all of it
+    assert any(os.path.isfile(os.path.join(p, "os.py")) for p in view.ro_paths)  # the stdlib
+    with_site = probe_interpreter(settings.python_path, site_packages=True)
+    assert set(view.ro_paths) <= set(with_site.ro_paths)
