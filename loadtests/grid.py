@@ -51,8 +51,9 @@ class Cell:
         if self.strategy is None:
             return None
         ext: dict[str, Any] = {"strategy": self.strategy}
-        if self.n is not None:
-            ext["n"] = self.n
+        # Always pin n: a route's n for another strategy must not leak into the pinned one
+        # (a routed n=5 is invalid for `single`).
+        ext["n"] = self.n if self.n is not None else 1
         if self.token_budget is not None:
             ext["token_budget"] = self.token_budget
         if self.verifier:

@@ -118,6 +118,7 @@ def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 def write_problems(run_dir: Path, problems: Iterable[Problem]) -> None:
     """The run's problems (questions and references), so calibration can embed the prompts."""
+    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / PROBLEMS_FILE
     known = set(read_problems(run_dir)) if path.exists() else set()
     with path.open("a", encoding="utf-8") as handle:

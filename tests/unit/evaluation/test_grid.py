@@ -14,6 +14,7 @@ def test_grid_is_the_product_of_efforts_and_strategies() -> None:
     assert cells[1].label == "self_consistency:n=4"
     assert cells[2].extension() == {"strategy": "best_of_n", "n": 8, "token_budget": 512}
     assert cells[0].extension() is None and cells[0].label == ""
+    assert build_grid(["low"], ["single"])[0].extension() == {"strategy": "single", "n": 1}
 
 
 @pytest.mark.parametrize(
