@@ -28,7 +28,9 @@ log = logging.getLogger("services.sandbox")
 
 def find_problem(settings: SandboxSettings) -> tuple[Interpreter | None, str]:
     """The interpreter's view, or why the sandbox cannot run at all (missing binaries, bad interpreter)."""
-    tools = (("bwrap", settings.bwrap_path), ("prlimit", settings.prlimit_path), ("setpriv", settings.setpriv_path))
+    tools = [("bwrap", settings.bwrap_path), ("prlimit", settings.prlimit_path)]
+    if os.geteuid() == 0:  # only root switches to slot uids
+        tools.append(("setpriv", settings.setpriv_path))
     for name, path in tools:
         if shutil.which(path) is None:
             return None, f"{name} not found at {path!r} (install the Debian packages bubblewrap and util-linux)"
