@@ -32,6 +32,7 @@ class Reply:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     ttft_s: float | None = None
+    ttfa_s: float | None = None  # time to the first answer (content) token, progress excluded
     latency_s: float = 0.0
     started_at: float = 0.0
     ext: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +103,8 @@ async def send(client: openai.AsyncOpenAI, kwargs: dict[str, Any], *, stream: bo
                     reasoning = (getattr(delta, "model_extra", None) or {}).get("reasoning_content") or ""
                     if reply.ttft_s is None and (content or reasoning):
                         reply.ttft_s = time.perf_counter() - start
+                    if reply.ttfa_s is None and content:
+                        reply.ttfa_s = time.perf_counter() - start
                     parts.append(content)
                     if chunk.choices[0].finish_reason:
                         reply.finish_reason = chunk.choices[0].finish_reason

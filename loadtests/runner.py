@@ -146,6 +146,7 @@ async def _record(
         completion_tokens=reply.completion_tokens,
         reasoning_tokens=reply.reasoning_tokens,
         ttft_s=reply.ttft_s,
+        ttfa_s=reply.ttfa_s,
         latency_s=reply.latency_s,
         started_at=reply.started_at,
         trace_id=str(ext.get("trace_id") or ""),

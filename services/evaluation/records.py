@@ -51,7 +51,8 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
-    ttft_s: float | None = None
+    ttft_s: float | None = None  # first streamed delta (reasoning progress or answer)
+    ttfa_s: float | None = None  # first answer-content delta
     latency_s: float = 0.0
     started_at: float = 0.0  # unix seconds
     trace_id: str = ""

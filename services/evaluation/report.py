@@ -72,6 +72,7 @@ class Row:
     latency_p95: float | None
     latency_p99: float | None
     ttft_p50: float | None
+    ttfa_p50: float | None
     strategies_applied: dict[str, int] = field(default_factory=dict)
     efforts_applied: dict[str, int] = field(default_factory=dict)
     terminations: dict[str, int] = field(default_factory=dict)
@@ -115,6 +116,7 @@ def summarize_group(effort: str, strategy: str, level: str, records: Sequence[Re
     tokens = sum(r.total_tokens for r in records)
     latencies = [r.latency_s for r in valid]
     ttfts = [r.ttft_s for r in valid if r.ttft_s is not None]
+    ttfas = [r.ttfa_s for r in valid if r.ttfa_s is not None]
     n = max(1, len(records))
     return Row(
         effort=effort,
@@ -140,6 +142,7 @@ def summarize_group(effort: str, strategy: str, level: str, records: Sequence[Re
         latency_p95=percentile(latencies, 95),
         latency_p99=percentile(latencies, 99),
         ttft_p50=percentile(ttfts, 50),
+        ttfa_p50=percentile(ttfas, 50),
         strategies_applied=_count(r.strategy for r in valid),
         efforts_applied=_count(r.effort_applied for r in valid),
         terminations=_count(r.termination for r in valid),

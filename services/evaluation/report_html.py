@@ -36,6 +36,7 @@ _COLUMNS: list[tuple[str, str, str]] = [
     ("latency_p95", "p95 s", "f2"),
     ("latency_p99", "p99 s", "f2"),
     ("ttft_p50", "TTFT p50 s", "f2"),
+    ("ttfa_p50", "first answer token p50 s", "f2"),
 ]
 
 
