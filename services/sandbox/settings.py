@@ -23,15 +23,21 @@ class SandboxSettings(BaseSettings):
         60000,
         ge=1000,
         description=(
-            "First host uid of the execution slots: slot i runs as uid_base+i, so RLIMIT_NPROC counts only "
-            "that execution's processes (root is exempt from RLIMIT_NPROC, and it is per uid host-wide)."
+            "When the service runs as root: slot i runs its programs as host uid uid_base+i (no passwd entry "
+            "needed), so code never runs as root and each slot's processes are told apart. Use distinct ranges "
+            "for services sharing a host."
         ),
     )
 
     default_cpu_seconds: float = Field(5.0, gt=0, description="CPU-time limit when a request sets none.")
     default_wall_seconds: float = Field(10.0, gt=0, description="Wall-clock limit when a request sets none.")
     default_memory_bytes: int = Field(
-        512 * 1024 * 1024, gt=0, description="Address-space limit (RLIMIT_AS) per process when a request sets none."
+        512 * 1024 * 1024,
+        gt=0,
+        description=(
+            "Memory limit when a request sets none: RLIMIT_AS of each process, and (with memory cgroups) the "
+            "whole execution's memory beyond its tmpfs."
+        ),
     )
     default_max_processes: int = Field(32, gt=0, description="Processes and threads per execution when unset.")
     default_max_output_bytes: int = Field(
@@ -79,7 +85,7 @@ class SandboxSettings(BaseSettings):
     python_path: str = Field(
         "/usr/bin/python3",
         description=(
-            "Interpreter run inside the sandbox; it and its prefix are bound read-only, so it must be readable "
-            "by the slot uids (a pyenv under /root is not)."
+            "Interpreter run inside the sandbox; it, its standard library and libpython are bound read-only, so "
+            "they must be readable by the slot uids (a pyenv under /root is not)."
         ),
     )
