@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the services and tests need, if any is missing:
 # redis-server (queues, events, traces), bubblewrap (sandbox isolation), prometheus
-# (promtool for alert rules) and chromium (report and trace-viewer screenshot tests).
+# (promtool for alert rules), chromium (report and trace-viewer screenshot tests), and the
+# Debian python3 plus util-linux (prlimit, setpriv) that sandboxed programs run with.
 set -euo pipefail
 
 need=()
@@ -9,6 +10,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
+[ -x /usr/bin/python3 ] || need+=(python3)
+command -v prlimit >/dev/null && command -v setpriv >/dev/null || need+=(util-linux)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 echo "installing system packages: ${need[*]}"
