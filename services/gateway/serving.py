@@ -147,12 +147,13 @@ class Serving:
     # ------------------------------------------------------------ internals
 
     async def _cancel(self, job_id: str, cause: str) -> None:
-        """Cancel the job and record the cancellation as its one result unless one exists."""
-        await self.dispatcher.cancel(job_id)
+        """Record the cancellation as the job's one result (unless it has one), then stop the worker."""
         result = orchestrator_pb2.SearchResult(
             job_id=job_id, termination=orchestrator_pb2.TERMINATION_CANCELLED, error=f"cancelled ({cause})"
         )
-        if await self.dispatcher.events.record_result(result, ev.CANCELLED):
+        recorded = await self.dispatcher.events.record_result(result, ev.CANCELLED)
+        await self.dispatcher.cancel(job_id)
+        if recorded:
             self.metrics.cancellations.labels(cause).inc()
 
     async def _wait(self, job_id: str, http: Request) -> orchestrator_pb2.SearchResult:

@@ -115,23 +115,31 @@ class JobRunner:
         """Run one delivered job to its single recorded result; returns what happened."""
         job = ev.decode_job(payload)
         job_id = job.job_id
-        if await self.events.result(job_id) is not None:
+        lease = ev.lease_key(job_id)
+        # One round trip: is there a result already, is the job cancelled, can we take the lease?
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(ev.result_key(job_id))
+            pipe.exists(ev.cancel_key(job_id))
+            pipe.set(lease, self.worker_id, nx=True, ex=self.settings.lease_ttl_s)
+            has_result, cancelled, leased = await pipe.execute()
+        if has_result:
+            if leased:
+                await self.redis.delete(lease)
             self.metrics.redeliveries.labels("skipped").inc()
             return "skipped"
-        lease = ev.lease_key(job_id)
-        if not await self.redis.set(lease, self.worker_id, nx=True, ex=self.settings.lease_ttl_s):
+        if not leased:
             self.metrics.redeliveries.labels("deferred").inc()
             raise LeaseHeld(job_id)
         try:
+            if cancelled:
+                await self._record_cancelled(job)
+                return "cancelled"
             return await self._run_leased(job)
         finally:
             await self.redis.delete(lease)
 
     async def _run_leased(self, job: orchestrator_pb2.SearchJob) -> str:
         job_id = job.job_id
-        if await self.events.cancelled(job_id):
-            await self._record_cancelled(job)
-            return "cancelled"
         started = time.time()
         if job.enqueued_at:
             self.metrics.queue_wait.observe(max(0.0, started - job.enqueued_at))
