@@ -1,15 +1,15 @@
-"""Generative verifier cost: the service's batched PRM and concurrent ORM against naive baselines,
-measured in the same run on the same policy (SmolLM2 on llama.cpp by default).
+"""Generative verifier cost: the PRM's two call shapes, and the ORM's concurrent calls against
+sequential ones, measured in the same run on the same policy (SmolLM2 on llama.cpp by default).
 
     .venv/bin/python benchmarks/verifier_bench.py [--candidates 8] [--steps 4] [--rounds 2] [--target HOST:PORT]
 
-Without ``--target`` it starts its own policy service. Baselines:
-* PRM per-prefix: one Score call per prefix, the prefix inside the prompt, continuations
-  " Yes"/" No" (the obvious implementation; Σ steps calls).
-* ORM sequential: the same per-candidate calls the service makes, awaited one after another.
-Prints wall-clock, policy calls and evaluated tokens, and the ratios service / baseline, and
-how far the two PRM formulations' step scores differ (they are different prompts, so they
-need not agree; the number says how much).
+Without ``--target`` it starts its own policy service. Compared:
+* PRM ``prefix_prompts`` (one Score call per prefix, prefix in the prompt, one-token labels)
+  against ``shared_prompt`` (all prefixes of all candidates as continuations of one prompt);
+* ORM: the service's concurrent per-candidate calls against the same calls awaited in turn.
+Prints wall-clock, policy calls and evaluated tokens, the ratios, and how far the two PRM
+shapes' step scores differ (the same probability asked two ways; tokenization and numerics
+may move it).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.verifier.clients import GrpcPolicyScorer
-from services.verifier.judge import orm_prompt, prm_header, problem_text, yes_probability
+from services.verifier.judge import orm_prompt, problem_text
 from services.verifier.orm import OutcomeRewardModel
-from services.verifier.prm import ProcessRewardModel, split_steps
+from services.verifier.prm import ProcessRewardModel
 from services.verifier.settings import VerifierSettings
-from services.verifier.types import JudgePrompt, Message, Spend, VerifyJob
+from services.verifier.types import Message, Spend, VerifyJob
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 
 PROBLEM = (Message("user", "A shop sells pencils in packs of 6. Ann buys 7 packs and gives away 5 pencils. How many?"),)
@@ -44,24 +44,6 @@ def candidates(n: int, steps: int) -> list[str]:
         lines.append(f"Step {steps}: so the answer is \\boxed{{{37 + i}}}.")
         out.append("\n".join(lines))
     return out
-
-
-async def prm_per_prefix(
-    policy: GrpcPolicyScorer, settings: VerifierSettings, job: VerifyJob
-) -> tuple[list[list[float]], Spend]:
-    spend = Spend()
-    header = prm_header(problem_text(job.problem)).text
-    scores = []
-    for candidate in job.candidates:
-        steps = split_steps(candidate, settings.prm_max_steps)
-        row = []
-        for k in range(1, len(steps) + 1):
-            prompt = JudgePrompt(text=header + "\n\n".join(steps[:k]) + "\n\n" + settings.prm_question)
-            result = await policy.score(prompt, [settings.prm_yes, settings.prm_no], model="")
-            spend.add(result.spend)
-            row.append(yes_probability(result.totals[0], result.totals[1]))
-        scores.append(row)
-    return scores, spend
 
 
 async def orm_sequential(policy: GrpcPolicyScorer, settings: VerifierSettings, job: VerifyJob) -> Spend:
@@ -88,21 +70,26 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
     settings = VerifierSettings()
     policy = GrpcPolicyScorer(target, timeout_s=600)
     job = VerifyJob(verifier="prm", candidates=tuple(candidates(n, steps)), problem=PROBLEM)
-    prm, orm = ProcessRewardModel(policy, settings), OutcomeRewardModel(policy, settings)
+    shared = settings.model_copy(update={"prm_mode": "shared_prompt"})
+    prm, prm_shared = ProcessRewardModel(policy, settings), ProcessRewardModel(policy, shared)
+    orm = OutcomeRewardModel(policy, settings)
     await orm.verify(VerifyJob(verifier="orm", candidates=("warm-up",), problem=PROBLEM))
-    t = {"prm": [], "prm_naive": [], "orm": [], "orm_seq": []}  # type: dict[str, list[float]]
+    t: dict[str, list[float]] = {"prefix": [], "shared": [], "orm": [], "orm_seq": []}
     spends: dict[str, Spend] = {}
     diffs: list[float] = []
     for _ in range(rounds):
         secs, out = await timed(prm.verify(job))
-        t["prm"].append(secs)
-        spends["prm"] = out.spend
-        secs, (naive_scores, spends["prm_naive"]) = await timed(prm_per_prefix(policy, settings, job))
-        t["prm_naive"].append(secs)
+        t["prefix"].append(secs)
+        spends["prefix"] = out.spend
+        print(f"  PRM prefix_prompts {secs:.1f} s", file=sys.stderr, flush=True)
+        secs, shared_out = await timed(prm_shared.verify(job))
+        t["shared"].append(secs)
+        spends["shared"] = shared_out.spend
+        print(f"  PRM shared_prompt {secs:.1f} s", file=sys.stderr, flush=True)
         diffs += [
             abs(a - b)
-            for v, row_ in zip(out.verdicts, naive_scores, strict=True)
-            for a, b in zip(v.step_scores, row_, strict=True)
+            for v, w in zip(out.verdicts, shared_out.verdicts, strict=True)
+            for a, b in zip(v.step_scores, w.step_scores, strict=True)
         ]
         secs, out = await timed(orm.verify(VerifyJob(verifier="orm", candidates=job.candidates, problem=PROBLEM)))
         t["orm"].append(secs)
@@ -110,18 +97,20 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
         secs, spends["orm_seq"] = await timed(orm_sequential(policy, settings, job))
         t["orm_seq"].append(secs)
     await policy.close()
+
+    def tok(s: Spend) -> int:
+        return s.prompt_tokens + s.completion_tokens
+
     print(f"{n} candidates x {steps} steps, {rounds} rounds (median wall-clock)")
-    print(row("PRM batched (service)", t["prm"], spends["prm"]))
-    print(row("PRM per-prefix (baseline)", t["prm_naive"], spends["prm_naive"]))
+    print(row("PRM prefix_prompts (default)", t["prefix"], spends["prefix"]))
+    print(row("PRM shared_prompt", t["shared"], spends["shared"]))
     print(row("ORM concurrent (service)", t["orm"], spends["orm"]))
     print(row("ORM sequential (baseline)", t["orm_seq"], spends["orm_seq"]))
-    print(
-        f"PRM wall-clock ratio service/baseline: {statistics.median(t['prm']) / statistics.median(t['prm_naive']):.2f}"
-    )
-    tok = lambda s: s.prompt_tokens + s.completion_tokens  # noqa: E731
-    print(f"PRM token ratio service/baseline:      {tok(spends['prm']) / max(1, tok(spends['prm_naive'])):.2f}")
-    print(f"ORM wall-clock ratio service/baseline: {statistics.median(t['orm']) / statistics.median(t['orm_seq']):.2f}")
-    print(f"PRM step-score |batched - per-prefix|: mean {statistics.mean(diffs):.3f}, max {max(diffs):.3f}")
+    med = {k: statistics.median(v) for k, v in t.items()}
+    print(f"PRM wall-clock shared_prompt / prefix_prompts: {med['shared'] / med['prefix']:.2f}")
+    print(f"PRM tokens shared_prompt / prefix_prompts:     {tok(spends['shared']) / max(1, tok(spends['prefix'])):.2f}")
+    print(f"ORM wall-clock concurrent / sequential:        {med['orm'] / med['orm_seq']:.2f}")
+    print(f"PRM step-score |prefix_prompts - shared_prompt|: mean {statistics.mean(diffs):.3f}, max {max(diffs):.3f}")
 
 
 def main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -50,6 +52,12 @@ class VerifierSettings(BaseSettings):
     prm_no: str = Field(" No", description="PRM continuation meaning 'this step is wrong'.")
     prm_max_steps: int = Field(
         32, description="Most steps the PRM scores per candidate; later steps are merged into the last."
+    )
+    prm_mode: Literal["prefix_prompts", "shared_prompt"] = Field(
+        "prefix_prompts",
+        description="PRM call shape: prefix_prompts = one Score per prefix (prefix in the prompt, one-token labels; "
+        "cheapest on llama.cpp, whose continuation tokens cost more than prompt tokens), shared_prompt = every "
+        "prefix of every candidate as continuations of one shared prompt (fewest calls).",
     )
     prm_max_continuations_per_call: int = Field(
         128, description="Most continuations one PRM Score call carries; larger batches are split into calls."

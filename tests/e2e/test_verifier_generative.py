@@ -32,6 +32,8 @@ CANDIDATES = [
 class Stack:
     verifier: str
     metrics_url: str
+    shared_verifier: str  # the same, with TTC_VERIFIER_PRM_MODE=shared_prompt
+    shared_metrics_url: str
 
 
 @pytest.fixture(scope="module")
@@ -49,21 +51,28 @@ def stack() -> Iterator[Stack]:
             "TTC_POLICY_N_THREADS": "2",
         },
     ).start()
-    port, metrics = free_port(), free_port()
-    verifier = ServiceProcess(
-        "verifier",
-        env={
-            "TTC_VERIFIER_PORT": str(port),
-            "TTC_VERIFIER_METRICS_PORT": str(metrics),
-            "TTC_VERIFIER_POLICY_TARGET": f"127.0.0.1:{policy_port}",
-        },
-    ).start()
+    verifiers = []
+    for mode in ("prefix_prompts", "shared_prompt"):
+        port, metrics = free_port(), free_port()
+        process = ServiceProcess(
+            "verifier",
+            env={
+                "TTC_VERIFIER_PORT": str(port),
+                "TTC_VERIFIER_METRICS_PORT": str(metrics),
+                "TTC_VERIFIER_POLICY_TARGET": f"127.0.0.1:{policy_port}",
+                "TTC_VERIFIER_PRM_MODE": mode,
+            },
+        ).start()
+        verifiers.append((process, f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics}/metrics"))
     try:
         policy.wait_until(lambda: grpc_healthy(f"127.0.0.1:{policy_port}"), 180)
-        verifier.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
-        yield Stack(f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics}/metrics")
+        for process, target, _ in verifiers:
+            process.wait_until(lambda target=target: grpc_healthy(target), 60)
+        (_, target, metrics_url), (_, shared, shared_metrics) = verifiers
+        yield Stack(target, metrics_url, shared, shared_metrics)
     finally:
-        verifier.stop()
+        for process, _, _ in verifiers:
+            process.stop()
         policy.stop()
 
 
@@ -100,23 +109,39 @@ async def test_orm_scores_several_candidates_in_one_call(stack: Stack, stub: ver
     assert all(0.0 <= v.score <= 1.0 for v in again.verdicts)
 
 
-async def test_prm_scores_every_step_of_every_candidate_in_one_policy_call(
-    stack: Stack, stub: verifier_pb2_grpc.VerifierStub
-) -> None:
-    before = metric(httpx.get(stack.metrics_url).text, "ttc_verifier_policy_calls_total", 'verifier="prm"')
+async def prm(target: str, metrics_url: str) -> tuple[dict[str, verifier_pb2.VerifyResponse], float]:
+    """min and mean PRM verdicts of the candidates, and the policy calls the two Verify calls made."""
+    before = metric(httpx.get(metrics_url).text, "ttc_verifier_policy_calls_total", 'verifier="prm"')
     replies = {}
-    for name, aggregation in (("min", verifier_pb2.STEP_AGGREGATION_MIN), ("mean", verifier_pb2.STEP_AGGREGATION_MEAN)):
-        replies[name] = await stub.Verify(
-            verifier_pb2.VerifyRequest(verifier="prm", problem=PROBLEM, candidates=CANDIDATES, aggregation=aggregation)
-        )
-        assert_probabilities(replies[name])
-    after = metric(httpx.get(stack.metrics_url).text, "ttc_verifier_policy_calls_total", 'verifier="prm"')
-    assert after - before == 2, "all 9 prefixes of the 3 candidates should go in one Score call per Verify"
+    async with insecure_channel(target) as channel:
+        stub = verifier_pb2_grpc.VerifierStub(channel)
+        for name, aggregation in (
+            ("min", verifier_pb2.STEP_AGGREGATION_MIN),
+            ("mean", verifier_pb2.STEP_AGGREGATION_MEAN),
+        ):
+            replies[name] = await stub.Verify(
+                verifier_pb2.VerifyRequest(
+                    verifier="prm", problem=PROBLEM, candidates=CANDIDATES, aggregation=aggregation
+                )
+            )
+            assert_probabilities(replies[name])
+    after = metric(httpx.get(metrics_url).text, "ttc_verifier_policy_calls_total", 'verifier="prm"')
     for low, mean in zip(replies["min"].verdicts, replies["mean"].verdicts, strict=True):
         assert len(low.step_scores) == 3
         assert all(0.0 <= s <= 1.0 for s in low.step_scores)
         assert low.score == pytest.approx(min(low.step_scores), abs=1e-9)
         assert mean.score == pytest.approx(sum(mean.step_scores) / 3, abs=1e-6)
+    return replies, after - before
+
+
+async def test_prm_both_call_shapes_score_every_step_alike(stack: Stack) -> None:
+    prefix, prefix_calls = await prm(stack.verifier, stack.metrics_url)
+    shared, shared_calls = await prm(stack.shared_verifier, stack.shared_metrics_url)
+    assert prefix_calls == 2 * 9, "prefix_prompts: one Score call per prefix (3 candidates x 3 steps)"
+    assert shared_calls == 2, "shared_prompt: all 9 prefixes of the 3 candidates in one Score call per Verify"
+    # The same probability asked two ways (the shared text cancels): equal up to tokenization and numerics.
+    for a, b in zip(prefix["min"].verdicts, shared["min"].verdicts, strict=True):
+        assert list(a.step_scores) == pytest.approx(list(b.step_scores), abs=0.1)
 
 
 async def test_ensemble_of_rule_and_judge(stub: verifier_pb2_grpc.VerifierStub) -> None:
