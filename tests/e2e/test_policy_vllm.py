@@ -35,7 +35,7 @@ def policy() -> Iterator[policy_pb2_grpc.PolicyStub]:
             "TTC_POLICY_ENGINE": "vllm",
             "TTC_POLICY_MODEL": MODEL,
             "TTC_POLICY_MODELS_DIR": str(Path(models_dir)),
-            "TTC_POLICY_VLLM_MAX_MODEL_LEN": "2048",
+            "TTC_POLICY_VLLM_MAX_MODEL_LEN": "4096",
             "TTC_POLICY_VLLM_KV_CACHE_GIB": "1",
             "TTC_POLICY_HOST": "127.0.0.1",
             "TTC_POLICY_PORT": str(port),
@@ -70,7 +70,7 @@ def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
 
 def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> None:
     before = stats(policy)
-    assert before.engine == "vllm" and before.model == MODEL and before.max_context == 2048
+    assert before.engine == "vllm" and before.model == MODEL and before.max_context == 4096
     request = policy_pb2.GenerateRequest(
         input=chat("Name three colours of the rainbow."),
         sampling=policy_pb2.SamplingParams(n=4, base_seed=7, max_tokens=24, temperature=0.9, logprobs=True),
@@ -132,3 +132,17 @@ def test_score_prefers_the_likely_continuation(policy: policy_pb2_grpc.PolicyStu
     assert len(paris.tokens) == 1 and len(banana.tokens) == 2
     assert paris.total_logprob > banana.total_logprob
     assert paris.tokens[0].top_logprobs[0].logprob >= paris.tokens[0].logprob
+
+
+def test_seeded_candidates_of_a_prompt_longer_than_a_default_step(policy: policy_pb2_grpc.PolicyStub) -> None:
+    """vLLM's default CPU step budget is 2048 tokens; a longer prompt used to be prefilled in
+    chunks, and chunked prefill of a seeded request killed the CPU engine core."""
+    facts = " ".join(f"Fact {i}: {i} squared is {i * i}." for i in range(130))
+    inp = policy_pb2.PromptInput(prompt=facts + " Which fact is about 7?")
+    assert policy.Tokenize(policy_pb2.TokenizeRequest(input=inp), timeout=30).count > 2048
+    request = policy_pb2.GenerateRequest(
+        input=inp, sampling=policy_pb2.SamplingParams(n=2, seeds=[5, 77], max_tokens=8, temperature=0.8)
+    )
+    reply = policy.Generate(request, timeout=600)
+    assert [c.completion_tokens > 0 for c in reply.candidates] == [True, True]
+    assert stats(policy).running_requests == 0

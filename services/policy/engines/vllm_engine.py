@@ -340,8 +340,14 @@ async def create_engine(settings: PolicySettings) -> Engine:
     checkpoint = checkpoint_dir(settings)
     _configure_environment(settings)
     from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import current_platform
     from vllm.v1.engine.async_llm import AsyncLLM
 
+    # On CPU a seeded request whose prompt is prefilled in chunks kills the engine core
+    # ("CPU Generator does not use offset": the runner rewinds the generator of a request
+    # whose sampled token it discards). Without chunked prefill a prompt is prefilled in one
+    # step, so a step must be able to hold a whole context.
+    on_cpu = current_platform.is_cpu()
     args = AsyncEngineArgs(
         model=str(checkpoint),
         tokenizer=str(checkpoint),
@@ -354,6 +360,8 @@ async def create_engine(settings: PolicySettings) -> Engine:
         seed=0,
         # Our collector is the only custom logger; vLLM still keeps its own Prometheus logger.
         disable_log_stats=True,
+        enable_chunked_prefill=False if on_cpu else None,
+        max_num_batched_tokens=max(settings.vllm_max_model_len, 2048) if on_cpu else None,
     )
     live = _LiveStats()
     llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(live)])
