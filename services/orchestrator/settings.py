@@ -20,7 +20,11 @@ class OrchestratorSettings(BaseSettings):
     queue: str = Field("ttc.search", description="Celery queue the worker consumes.")
     metrics_port: int = Field(9104, description="Port of the worker's Prometheus /metrics endpoint.")
     host: str = Field("0.0.0.0", description="Address the metrics endpoint binds.")
-    port: int = Field(50054, description="Orchestrator gRPC port (reserved; the worker consumes the queue).")
+    port: int = Field(
+        50054,
+        description="Orchestrator gRPC port (RunSearch without the queue, GetTrace); 0 disables it. Each worker "
+        "process needs its own port.",
+    )
     result_ttl_s: int = Field(86_400, ge=60, description="How long job results and events stay in Redis.")
     trace_ttl_s: int = Field(7 * 86_400, ge=60, description="How long search traces stay in Redis.")
     visibility_timeout_s: int = Field(

@@ -88,7 +88,30 @@ class JobRunner:
         self.policy_channel = insecure_channel(self.settings.policy_target)
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
         self._listener = asyncio.create_task(self._listen_cancellations())
+        if self.settings.port:
+            await self._serve_grpc()
         return True
+
+    async def _serve_grpc(self) -> None:
+        """Serve Orchestrator RunSearch/GetTrace (and gRPC health) on this runner's loop."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        from grpc_health.v1.health import aio as health_aio
+
+        from services.common.grpc_server import ObservabilityInterceptor
+        from services.gen.ttc.v1 import orchestrator_pb2_grpc
+        from services.orchestrator.servicer import OrchestratorServicer
+
+        server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
+        servicer = OrchestratorServicer(self.policy_channel, self.verifier_channel, self.traces)
+        orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
+        health = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        if server.add_insecure_port(f"{self.settings.host}:{self.settings.port}") == 0:
+            raise RuntimeError(f"cannot bind orchestrator gRPC port {self.settings.port}")
+        await server.start()
+        await health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await health.set("ttc.v1.Orchestrator", health_pb2.HealthCheckResponse.SERVING)
+        self.grpc_server = server
 
     async def _listen_cancellations(self) -> None:
         """Cancel a running job as soon as its cancellation is published."""

@@ -29,6 +29,7 @@ class GatewayStack:
     gateway: ServiceProcess | None = None
     workers: list[ServiceProcess] = field(default_factory=list)
     worker_metrics_ports: list[int] = field(default_factory=list)
+    worker_grpc_ports: list[int] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -55,13 +56,14 @@ class GatewayStack:
         return self.policy
 
     def start_worker(self, concurrency: int = 4) -> ServiceProcess:
-        metrics_port = free_port()
+        metrics_port, grpc_port = free_port(), free_port()
         env = {
             **self._common(),
             "TTC_ORCHESTRATOR_POLICY_TARGET": self.policy_target,
             "TTC_ORCHESTRATOR_VERIFIER_TARGET": f"127.0.0.1:{free_port()}",
             "TTC_ORCHESTRATOR_QUEUE": self.queue,
             "TTC_ORCHESTRATOR_METRICS_PORT": str(metrics_port),
+            "TTC_ORCHESTRATOR_PORT": str(grpc_port),
             "TTC_ORCHESTRATOR_HOST": "127.0.0.1",
             "TTC_ORCHESTRATOR_CONCURRENCY": str(concurrency),
             "TTC_ORCHESTRATOR_VISIBILITY_TIMEOUT_S": "8",
@@ -74,6 +76,7 @@ class GatewayStack:
         worker.wait_until(lambda: bool(re.search(r"ready\.", worker.log())), timeout=120)
         self.workers.append(worker)
         self.worker_metrics_ports.append(metrics_port)
+        self.worker_grpc_ports.append(grpc_port)
         return worker
 
     def start_gateway(self) -> ServiceProcess:

@@ -298,6 +298,35 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(stack: Gateway
         capped.stop()
 
 
+def test_orchestrator_grpc_runs_a_search_and_serves_its_trace(stack: GatewayStack) -> None:
+    from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+
+    job = orchestrator_pb2.SearchJob(
+        model=MODEL,
+        messages=[common_pb2.ChatMessage(role="user", content=PROMPT)],
+        max_tokens=12,
+        temperature=0.7,
+        strategy=orchestrator_pb2.StrategySpec(name="self_consistency", n=2),
+        budget=orchestrator_pb2.Budget(max_generated_tokens=256, deadline_seconds=120),
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{stack.worker_grpc_ports[0]}") as channel:
+        stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+        events = list(stub.RunSearch(job, timeout=180))
+        assert any(e.HasField("progress") for e in events)
+        result = events[-1].result
+        assert result.candidates_generated == 2
+        assert result.budget_used.generated_tokens > 0
+        trace = stub.GetTrace(orchestrator_pb2.GetTraceRequest(trace_id=result.trace_id), timeout=10)
+        assert trace.result.job_id == result.job_id
+        assert len(trace.nodes) >= 2
+        bad = orchestrator_pb2.SearchJob()
+        bad.CopyFrom(job)
+        bad.strategy.name = "nonexistent"
+        with pytest.raises(grpc.RpcError) as err:
+            list(stub.RunSearch(bad, timeout=10))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_policy_down_gives_503_and_gateway_stays_up(stack: GatewayStack, client: Any) -> None:
     """Runs last in this module: it stops the policy service."""
     from openai import APIStatusError

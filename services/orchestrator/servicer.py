@@ -1,0 +1,71 @@
+"""The Orchestrator gRPC service: ``RunSearch`` runs a job directly (no queue) and streams its
+events; ``GetTrace`` reads a stored trace. For benchmarks and tools that want a search
+without the gateway; served by each worker process on its own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+
+import grpc
+from google.protobuf.json_format import ParseDict
+
+from services.common.errors import NotFound
+from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
+from services.orchestrator.search import run_search, validate_job
+from services.orchestrator.trace_store import TraceStore
+
+
+class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type: ignore[misc]
+    def __init__(self, policy_channel: grpc.aio.Channel, verifier_channel: grpc.aio.Channel, traces: TraceStore):
+        self.policy_channel = policy_channel
+        self.verifier_channel = verifier_channel
+        self.traces = traces
+
+    async def RunSearch(
+        self, request: orchestrator_pb2.SearchJob, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[orchestrator_pb2.JobEvent]:
+        job = orchestrator_pb2.SearchJob()
+        job.CopyFrom(request)
+        if not job.job_id:
+            job.job_id = uuid.uuid4().hex
+        validate_job(job)  # InvalidArgument → INVALID_ARGUMENT naming the field
+        timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else 600.0
+        policy = GrpcPolicy(self.policy_channel, job.model, request_id=job.job_id, timeout=timeout)
+        verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job.job_id, timeout=timeout)
+        events: asyncio.Queue[orchestrator_pb2.JobEvent] = asyncio.Queue()
+        sequence = 0
+
+        async def on_progress(progress: orchestrator_pb2.Progress) -> None:
+            nonlocal sequence
+            sequence += 1
+            await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, progress=progress))
+
+        search = asyncio.create_task(run_search(job, policy, verifier, on_progress))
+        try:
+            while not search.done() or not events.empty():
+                getter = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait({getter, search}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            result, trace = search.result()
+            await self.traces.save(trace)
+            yield orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence + 1, result=result)
+        finally:
+            if not search.done():  # the caller went away: stop the search and its engine calls
+                search.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await search
+
+    async def GetTrace(
+        self, request: orchestrator_pb2.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> orchestrator_pb2.SearchTrace:
+        doc = await self.traces.load(request.trace_id)
+        if doc is None:
+            raise NotFound(f"no trace with id {request.trace_id!r}", field="trace_id")
+        return ParseDict(doc, orchestrator_pb2.SearchTrace(), ignore_unknown_fields=True)
