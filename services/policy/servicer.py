@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: stop this much before the caller's deadline so the status we send is ours, not a race
 DEADLINE_MARGIN_S = 0.05
+#: a cancellation this close to the deadline is the deadline (the client's timer and ours race)
+DEADLINE_SLACK_S = 0.5
 FINISH = {
     "stop": policy_pb2.FINISH_REASON_STOP,
     "length": policy_pb2.FINISH_REASON_LENGTH,
@@ -102,10 +104,10 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
 
     @staticmethod
     def _cancel_reason(context: grpc.aio.ServicerContext) -> str:
-        """gRPC cancels the handler itself when the deadline passes while the engine is still
-        stopping; that is a deadline abort, not a client cancellation."""
+        """gRPC cancels the handler itself when the deadline passes (the client's timer may fire
+        before ours); that is a deadline abort, not a client cancellation."""
         remaining = context.time_remaining()
-        return "deadline" if remaining is not None and remaining <= 0 else "cancelled"
+        return "deadline" if remaining is not None and remaining <= DEADLINE_SLACK_S else "cancelled"
 
     def _request_id(self, given: str) -> str:
         return given or request_id_var.get()

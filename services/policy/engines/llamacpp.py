@@ -28,6 +28,7 @@ from typing import Any
 
 import llama_cpp
 import numpy as np
+import numpy.typing as npt
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from services.common.errors import InvalidArgument
@@ -44,7 +45,7 @@ from services.policy.engines.base import (
     StreamDelta,
     TokenLogprob,
 )
-from services.policy.engines.llamacpp_sampling import Logits, StopScanner, TokenSampler, log_softmax, top_k_ids
+from services.policy.engines.llamacpp_sampling import Logits, StopScanner, log_softmax, top_k_ids
 from services.policy.models import gguf_path, model_id
 from services.policy.settings import PolicySettings
 
@@ -67,12 +68,13 @@ class DecodeError(RuntimeError):
 class _Candidate:
     index: int
     seed: int
-    sampler: TokenSampler
     scanner: StopScanner
+    sampler: Any = None
     seq: int = -1
+    #: last sampled token, and its entry in the last decoded batch
     token: int = -1
+    out: int = -1
     n_tokens: int = 0
-    logits: Logits | None = None
     finish: FinishReason | None = None
     logprobs: list[TokenLogprob] = field(default_factory=list)
 
@@ -115,6 +117,7 @@ class LlamaCppEngine(Engine):
         # prompt kept on sequence 0 between requests, and its last-position logits
         self._cached: list[int] = []
         self._prompt_logits: Logits = np.zeros(self.n_vocab, dtype=np.float32)
+        self._prompt_idx = 0
         # queue and statistics (written by the worker thread, read by stats())
         self._lock = asyncio.Lock()
         self._waiting = 0
@@ -234,15 +237,18 @@ class LlamaCppEngine(Engine):
         common = min(common, len(tokens) - 1)  # re-decode at least one token to get its logits
         llama_cpp.llama_memory_seq_rm(self._mem, 0, common, -1)
         self._cached = tokens[:common]
-        for start in range(common, len(tokens), self.n_batch):
+        for start in range(common, len(tokens) - 1, self.n_batch):
             if cancel.is_set():
                 return common
-            chunk = tokens[start : start + self.n_batch]
-            last = start + len(chunk) == len(tokens)
-            self._decode([(t, start + i, 0, last and i == len(chunk) - 1) for i, t in enumerate(chunk)])
+            chunk = tokens[start : min(start + self.n_batch, len(tokens) - 1)]
+            self._decode([(t, start + i, 0, False) for i, t in enumerate(chunk)])
             self._cached = tokens[: start + len(chunk)]
-            if last:
-                self._prompt_logits = self._logits(len(chunk) - 1).copy()
+        # The last prompt token always goes alone: its logits (every candidate's first draw) then
+        # come from the same kernel whether or not the rest of the prompt was cached.
+        self._decode([(tokens[-1], len(tokens) - 1, 0, True)])
+        self._cached = list(tokens)
+        self._prompt_idx = 0
+        self._prompt_logits = self._logits(0).copy()
         self.prefix_queries += len(tokens)
         self.prefix_hits += common
         return common
@@ -266,44 +272,40 @@ class LlamaCppEngine(Engine):
             if cancel.is_set():
                 self.aborted += 1
 
+    def _sampler(self, seed: int, sampling: Sampling) -> Any:
+        """A llama.cpp sampler chain owned by one candidate: temperature, then top-p, then a
+        draw from its own seeded generator (greedy at temperature 0). llama.cpp seeds are 32
+        bits; the 64-bit seed is folded, avoiding the value that means "random"."""
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        if sampling.temperature <= 0.0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+            return chain
+        seed32 = (seed ^ (seed >> 32)) & 0xFFFFFFFF
+        if seed32 == llama_cpp.LLAMA_DEFAULT_SEED:
+            seed32 -= 1
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(sampling.temperature))
+        if sampling.top_p < 1.0:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed32))
+        return chain
+
     def _generate_candidates(
         self, tokens: list[int], cached: int, sampling: Sampling, cancel: threading.Event, emit: Emit | None
     ) -> Generation:
         n_prompt = len(tokens)
-        cands = [
-            _Candidate(i, seed, TokenSampler(seed, sampling.temperature, sampling.top_p), StopScanner(sampling.stop))
-            for i, seed in enumerate(sampling.seeds)
-        ]
-        pending = deque(cands)
-        free = list(range(self.n_seq_max - 1, 0, -1))
-        fits = (self.kv_cells - n_prompt) // max(1, sampling.max_tokens)
-        max_active = max(1, min(len(free), fits))
-        active: list[_Candidate] = []
-        while pending or active:
-            if cancel.is_set():
-                break
-            while pending and len(active) < max_active:
-                c = pending.popleft()
-                c.seq = free.pop()
-                llama_cpp.llama_memory_seq_cp(self._mem, 0, c.seq, -1, -1)
-                c.logits = self._prompt_logits
-                active.append(c)
-            entries: list[tuple[int, int, int, bool]] = []
-            stepping: list[_Candidate] = []
-            for c in active:
-                self._step(c, sampling, emit)
-                if c.finish is None:
-                    entries.append((c.token, n_prompt + c.n_tokens - 1, c.seq, True))
-                    stepping.append(c)
-                else:
-                    llama_cpp.llama_memory_seq_rm(self._mem, c.seq, -1, -1)
-                    free.append(c.seq)
-            active = stepping
-            if entries:
-                self._decode(entries)
-                for i, c in enumerate(stepping):
-                    c.logits = self._logits(i)
-                self._measure_cells(c.seq for c in active)
+        cands = [_Candidate(i, seed, StopScanner(sampling.stop)) for i, seed in enumerate(sampling.seeds)]
+        try:
+            # every candidate's first token comes from the one prompt evaluation: draw them all
+            # now, while its logits are still the context's latest output
+            prompt_lp = log_softmax(self._prompt_logits) if sampling.logprobs else None
+            for c in cands:
+                c.sampler = self._sampler(c.seed, sampling)
+                c.token = int(llama_cpp.llama_sampler_sample(c.sampler, self._ctx, self._prompt_idx))
+            self._decode_candidates(cands, n_prompt, prompt_lp, sampling, cancel, emit)
+        finally:
+            for c in cands:
+                if c.sampler is not None:
+                    llama_cpp.llama_sampler_free(c.sampler)
         for c in cands:
             if c.finish is None:
                 c.finish = "abort"
@@ -315,14 +317,57 @@ class LlamaCppEngine(Engine):
         ]
         return Generation(completions=completions, prompt_tokens=n_prompt, cached_tokens=cached)
 
-    def _step(self, c: _Candidate, sampling: Sampling, emit: Emit | None) -> None:
-        """Sample one token for candidate ``c`` and update its text and finish reason."""
-        assert c.logits is not None
-        token = c.sampler.sample(c.logits)
-        c.token = token
+    def _decode_candidates(
+        self,
+        cands: list[_Candidate],
+        n_prompt: int,
+        prompt_lp: npt.NDArray[np.float64] | None,
+        sampling: Sampling,
+        cancel: threading.Event,
+        emit: Emit | None,
+    ) -> None:
+        """Advance all live candidates one token per ``llama_decode``; admit waiting ones as
+        sequences free up (a wave never reserves more cells than the cache has)."""
+        pending = deque(cands)
+        free = list(range(self.n_seq_max - 1, 0, -1))
+        fits = (self.kv_cells - n_prompt) // max(1, sampling.max_tokens)
+        max_active = max(1, min(len(free), fits))
+        active: list[_Candidate] = []
+        while pending or active:
+            if cancel.is_set():
+                return
+            while pending and len(active) < max_active:
+                c = pending.popleft()
+                c.seq = free.pop()
+                llama_cpp.llama_memory_seq_cp(self._mem, 0, c.seq, -1, -1)
+                active.append(c)
+            entries: list[tuple[int, int, int, bool]] = []
+            stepping: list[_Candidate] = []
+            for c in active:
+                if c.n_tokens > 0:  # the first token was drawn from the prompt's logits already
+                    c.token = int(llama_cpp.llama_sampler_sample(c.sampler, self._ctx, c.out))
+                lp = prompt_lp if c.n_tokens == 0 else None
+                if sampling.logprobs and lp is None:
+                    lp = log_softmax(self._logits(c.out))
+                self._step(c, lp, sampling, emit)
+                if c.finish is None:
+                    c.out = len(entries)
+                    entries.append((c.token, n_prompt + c.n_tokens - 1, c.seq, True))
+                    stepping.append(c)
+                else:
+                    llama_cpp.llama_memory_seq_rm(self._mem, c.seq, -1, -1)
+                    free.append(c.seq)
+            active = stepping
+            if entries:
+                self._decode(entries)
+                self._measure_cells(c.seq for c in active)
+
+    def _step(self, c: _Candidate, lp: npt.NDArray[np.float64] | None, sampling: Sampling, emit: Emit | None) -> None:
+        """Take candidate ``c``'s sampled token: text, log-probability, finish reason."""
+        token = c.token
         c.n_tokens += 1
-        if sampling.logprobs:
-            c.logprobs.append(self._token_logprob(log_softmax(c.logits), token, sampling.top_logprobs))
+        if lp is not None:
+            c.logprobs.append(self._token_logprob(lp, token, sampling.top_logprobs))
         if llama_cpp.llama_vocab_is_eog(self._vocab, token):
             c.finish = "stop"
             c.scanner.finish()
