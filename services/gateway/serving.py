@@ -96,10 +96,10 @@ class Serving:
                 self.metrics.requests.labels(endpoint, effort, strategy, str(status)).inc()
             raise
 
-    async def job(self, job_id: str) -> Job:
-        """A background job's status, with its response once finished."""
+    async def job(self, job_id: str, caller: str | None = None) -> Job:
+        """A background job's status, with its response once finished (only its owner's key sees it)."""
         record = await self.dispatcher.record(job_id)
-        if record is None:
+        if record is None or (caller is not None and record.get("caller", caller) != caller):
             raise HTTPError(
                 404, f"no job with id {job_id!r} (unknown or expired)", param="job_id", code="job_not_found"
             )
@@ -123,9 +123,9 @@ class Serving:
             job.status = "cancelled" if result.termination == orchestrator_pb2.TERMINATION_CANCELLED else "failed"
         return job
 
-    async def job_result(self, job_id: str) -> JSONResponse:
+    async def job_result(self, job_id: str, caller: str | None = None) -> JSONResponse:
         """The finished job's OpenAI response (or its error); 409 while it still runs."""
-        job = await self.job(job_id)
+        job = await self.job(job_id, caller)
         if job.result is not None:
             return JSONResponse(content=job.result.model_dump(exclude_none=True))
         if job.error is not None:
@@ -136,13 +136,10 @@ class Serving:
             409, f"job {job_id} has not finished (status: {job.status})", param="job_id", code="job_not_finished"
         )
 
-    async def cancel(self, job_id: str, cause: str = "api") -> Job:
-        if await self.dispatcher.record(job_id) is None:
-            raise HTTPError(
-                404, f"no job with id {job_id!r} (unknown or expired)", param="job_id", code="job_not_found"
-            )
+    async def cancel(self, job_id: str, caller: str | None = None, cause: str = "api") -> Job:
+        await self.job(job_id, caller)  # 404 for unknown jobs and other keys' jobs
         await self._cancel(job_id, cause)
-        return await self.job(job_id)
+        return await self.job(job_id, caller)
 
     # ------------------------------------------------------------ internals
 

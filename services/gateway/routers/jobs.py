@@ -13,8 +13,8 @@ router = APIRouter(tags=["jobs"])
 
 
 @router.get("/v1/jobs/{job_id}", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404))
-async def get_job(job_id: str, request: Request, _who: str = Depends(caller)) -> Job:
-    return await gateway(request).serving.job(job_id)
+async def get_job(job_id: str, request: Request, who: str = Depends(caller)) -> Job:
+    return await gateway(request).serving.job(job_id, who)
 
 
 @router.get(
@@ -25,12 +25,12 @@ async def get_job(job_id: str, request: Request, _who: str = Depends(caller)) ->
         **errors(400, 401, 404, 409, 500, 503, 504),
     },
 )
-async def get_job_result(job_id: str, request: Request, _who: str = Depends(caller)) -> JSONResponse:
-    return await gateway(request).serving.job_result(job_id)
+async def get_job_result(job_id: str, request: Request, who: str = Depends(caller)) -> JSONResponse:
+    return await gateway(request).serving.job_result(job_id, who)
 
 
 @router.post(
     "/v1/jobs/{job_id}/cancel", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404)
 )
-async def cancel_job(job_id: str, request: Request, _who: str = Depends(caller)) -> Job:
-    return await gateway(request).serving.cancel(job_id)
+async def cancel_job(job_id: str, request: Request, who: str = Depends(caller)) -> Job:
+    return await gateway(request).serving.cancel(job_id, who)

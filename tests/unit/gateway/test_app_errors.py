@@ -139,3 +139,25 @@ def test_rate_limit_per_key_is_429_with_retry_after(redis_server: RedisServer) -
         limited = c.post("/v1/chat/completions", json=_chat(), headers=headers)
         assert _error(limited, 429)["code"] == "rate_limit_exceeded"
         assert int(limited.headers["retry-after"]) >= 1
+
+
+def test_jobs_are_visible_only_to_their_key(redis_server: RedisServer) -> None:
+    import json
+
+    settings = GatewaySettings(
+        policy_target=f"127.0.0.1:{free_port()}", queue_name=QUEUE, api_keys="alice:sk-alice,bob:sk-bob"
+    )
+    client = redis.Redis.from_url(redis_server.url)
+    record = {"caller": "alice", "status": "queued", "created_at": 1.0, "model": "m", "kind": "chat.completion"}
+    client.hset("ttc:job:owned", mapping={k: json.dumps(v) for k, v in record.items()})
+    with TestClient(build_app(settings, CommonSettings(redis_url=redis_server.url))) as c:
+        mine = c.get("/v1/jobs/owned", headers={"Authorization": "Bearer sk-alice"})
+        assert mine.status_code == 200 and mine.json()["status"] == "queued"
+        theirs = c.get("/v1/jobs/owned", headers={"Authorization": "Bearer sk-bob"})
+        assert _error(theirs, 404)["code"] == "job_not_found"
+        assert _error(c.post("/v1/jobs/owned/cancel", headers={"Authorization": "Bearer sk-bob"}), 404)
+        pending = c.get("/v1/jobs/owned/result", headers={"Authorization": "Bearer sk-alice"})
+        assert _error(pending, 409)["code"] == "job_not_finished"
+        cancelled = c.post("/v1/jobs/owned/cancel", headers={"Authorization": "Bearer sk-alice"})
+        assert cancelled.json()["status"] == "cancelled"
+    client.delete("ttc:job:owned", "ttc:job:owned:result", "ttc:job:owned:cancel", "ttc:job:owned:events")
