@@ -7,6 +7,7 @@ PRM's prefixes of all candidates sent in one batched Score call, and an ensemble
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ def stack() -> Iterator[Stack]:
     try:
         policy.wait_until(lambda: grpc_healthy(f"127.0.0.1:{policy_port}"), 180)
         for process, target, _ in verifiers:
-            process.wait_until(lambda target=target: grpc_healthy(target), 60)
+            process.wait_until(functools.partial(grpc_healthy, target), 60)
         (_, target, metrics_url), (_, shared, shared_metrics) = verifiers
         yield Stack(target, metrics_url, shared, shared_metrics)
     finally:
