@@ -77,6 +77,16 @@ class Stack:
             self.proc.wait(10)
 
 
+def _raise_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C, so ``finally`` stops the stack this command started. Re-armed before
+    each phase because the runner's event loop restores the default handler when it ends."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("terminated")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def cmd_full(a: argparse.Namespace) -> int:
     from loadtests.calibrate import calibrate
     from loadtests.cli import _config, make_report
@@ -89,6 +99,7 @@ def cmd_full(a: argparse.Namespace) -> int:
     efforts = split_list(a.efforts) if a.efforts else list(EFFORTS)
     out: Path = a.out
     stack: Stack | None = None
+    _raise_on_sigterm()
     if not _healthy(a.base_url) and not a.no_start_stack:
         print(f"no gateway at {a.base_url}: starting the local stack with {a.model} (log {out / 'stack.log'})")
         stack = Stack(a.model, a.base_url, out / "stack.log")
@@ -98,6 +109,7 @@ def cmd_full(a: argparse.Namespace) -> int:
         a.efforts, a.strategies = a.calibration_effort, ",".join(configs)
         config, cells, problems = _config(a, out / "calibration-run", split="calibration")
         asyncio.run(run(config, cells, problems))
+        _raise_on_sigterm()
         # 2. calibrate.
         calibrate(out / "calibration-run", out / "calibration", base_table=a.base_table,
                   use_embeddings=not a.no_embeddings)  # fmt: skip
@@ -114,6 +126,7 @@ def cmd_full(a: argparse.Namespace) -> int:
         config, fixed_cells, problems = _config(a, out / "heldout-run", split="heldout")
         auto_cells = build_grid(efforts, ["auto"])
         asyncio.run(run(config, [*fixed_cells, *auto_cells], problems))
+        _raise_on_sigterm()
         calibrate(out / "calibration-run", out / "calibration", base_table=a.base_table,
                   heldout_run=out / "heldout-run", use_embeddings=not a.no_embeddings)  # fmt: skip
         # 5. report.

@@ -33,6 +33,9 @@ from services.evaluation.checkers import CodeRunner, check
 from services.evaluation.datasets import Problem, split_of
 from services.evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 
+# Terminations (as the gateway reports them) that mean the search gave up rather than answered.
+GAVE_UP = {"deadline", "error", "cancelled"}
+
 
 class PreflightError(RuntimeError):
     """The run cannot start; nothing has been sent. The message says what to fix."""
@@ -156,6 +159,11 @@ async def _record(
         budget_used=dict(ext.get("budget_used") or {}),
     )
     if reply.error:
+        return record
+    if not reply.text.strip() and record.termination in GAVE_UP:
+        # The search ran out of time or failed and returned nothing: an infrastructure
+        # outcome, not a wrong answer (PRIMER §2).
+        record.error, record.error_kind = f"search ended by {record.termination} without an answer", "termination"
         return record
     verdict = await check(problem, reply.text, runner)
     record.answer = verdict.answer
