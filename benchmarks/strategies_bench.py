@@ -477,10 +477,13 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     try:
         for i, problem in enumerate(problems):
+            if args.time_limit and time.perf_counter() - started > args.time_limit:
+                print(f"time limit of {args.time_limit:.0f}s reached: reporting the {i} problems done", flush=True)
+                args.problems = i
+                break
             for name in strategies:
                 await run_one(problem, name, args, policy, verifier, scorer, rows[name])
-            if args.verbose or (i + 1) % 5 == 0:
-                print(f"[{i + 1}/{len(problems)} problems, {time.perf_counter() - started:.0f}s]", flush=True)
+            print(f"[{i + 1}/{len(problems)} problems, {time.perf_counter() - started:.0f}s]", flush=True)
     finally:
         if engine is not None:
             await engine.close()
@@ -513,6 +516,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument(
         "--replay-check", default="", help="comma-separated strategies to replay from their trace (caches off)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=0, help="stop starting new problems after this many seconds, then report"
     )
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
