@@ -137,6 +137,21 @@ class Trace:
     def to_proto_nodes(self) -> list[orchestrator_pb2.TraceNode]:
         return [node.to_proto() for node in self.nodes]
 
+    @classmethod
+    def from_proto(cls, trace: orchestrator_pb2.SearchTrace) -> Trace:
+        """Rebuild a stored trace (for inspection, comparison or rendering)."""
+        if not trace.nodes:
+            raise ValueError("a trace has at least its prompt node")
+        root = trace.nodes[0]
+        rebuilt = cls(root.text, root.seed)
+        rebuilt.nodes, rebuilt._by_id = [], {}
+        for node in trace.nodes:
+            copy = TraceNode.from_proto(node)
+            rebuilt.nodes.append(copy)
+            rebuilt._by_id[copy.id] = copy
+        rebuilt.root = rebuilt.nodes[0]
+        return rebuilt
+
 
 Choice = tuple[str, str, str, int, bool]
 

@@ -118,3 +118,14 @@ async def test_grpc_style_progress_sink_failure_does_not_kill_the_search() -> No
         make_job("single", n=1), ScriptedPolicy(answers_by_seed(["3"])), ScriptedVerifier(contains("3")), broken
     )
     assert result.termination == orchestrator_pb2.TERMINATION_COMPLETED
+
+
+async def test_trace_round_trips_through_proto() -> None:
+    from services.orchestrator.trace import Trace
+
+    _, trace = await run_search(
+        make_job(), ScriptedPolicy(answers_by_seed(["4", "5"])), ScriptedVerifier(contains("4"))
+    )
+    rebuilt = Trace.from_proto(trace)
+    assert [n.to_proto() for n in rebuilt.nodes] == list(trace.nodes)
+    assert rebuilt.root.action == "prompt" and rebuilt.get(trace.nodes[-1].id).text == trace.nodes[-1].text
