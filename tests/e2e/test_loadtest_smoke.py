@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from tests.helpers.processes import ROOT, free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def stack_env(tmp_path: Path) -> dict[str, str]:
@@ -58,8 +59,14 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
         "--configs", "single,self_consistency:n=2", "--efforts", "low,medium", "--max-tokens", "48",
         "--no-embeddings", "--out", str(out),
     ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=2200)
+    finally:
+        if proc.poll() is None:  # SIGTERM makes `full` stop the stack it started
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
+    assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     records = [json.loads(line) for line in (out / "heldout-run" / "records.jsonl").read_text().splitlines()]
     # 3 held-out problems x (2 pinned configurations + 2 routed efforts).
     assert len(records) == 3 * 4
