@@ -68,13 +68,15 @@ def row(name: str, seconds: list[float], spend: Spend) -> str:
 
 async def run(target: str, n: int, steps: int, rounds: int) -> None:
     settings = VerifierSettings()
-    policy = GrpcPolicyScorer(target, timeout_s=600)
+    policy = GrpcPolicyScorer(target, timeout_s=600, concurrency=16)
     job = VerifyJob(verifier="prm", candidates=tuple(candidates(n, steps)), problem=PROBLEM)
     shared = settings.model_copy(update={"prm_mode": "shared_prompt"})
+    serial = GrpcPolicyScorer(target, timeout_s=600, concurrency=1)
     prm, prm_shared = ProcessRewardModel(policy, settings), ProcessRewardModel(policy, shared)
+    prm_seq = ProcessRewardModel(serial, settings)
     orm = OutcomeRewardModel(policy, settings)
     await orm.verify(VerifyJob(verifier="orm", candidates=("warm-up",), problem=PROBLEM))
-    t: dict[str, list[float]] = {"prefix": [], "shared": [], "orm": [], "orm_seq": []}
+    t: dict[str, list[float]] = {"prefix": [], "prefix_seq": [], "shared": [], "orm": [], "orm_seq": []}
     spends: dict[str, Spend] = {}
     diffs: list[float] = []
     for _ in range(rounds):
@@ -82,6 +84,10 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
         t["prefix"].append(secs)
         spends["prefix"] = out.spend
         print(f"  PRM prefix_prompts {secs:.1f} s", file=sys.stderr, flush=True)
+        secs, seq_out = await timed(prm_seq.verify(job))
+        t["prefix_seq"].append(secs)
+        spends["prefix_seq"] = seq_out.spend
+        print(f"  PRM prefix_prompts, one call at a time {secs:.1f} s", file=sys.stderr, flush=True)
         secs, shared_out = await timed(prm_shared.verify(job))
         t["shared"].append(secs)
         spends["shared"] = shared_out.spend
@@ -97,17 +103,20 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
         secs, spends["orm_seq"] = await timed(orm_sequential(policy, settings, job))
         t["orm_seq"].append(secs)
     await policy.close()
+    await serial.close()
 
     def tok(s: Spend) -> int:
         return s.prompt_tokens + s.completion_tokens
 
     print(f"{n} candidates x {steps} steps, {rounds} rounds (median wall-clock)")
-    print(row("PRM prefix_prompts (default)", t["prefix"], spends["prefix"]))
+    print(row("PRM prefix_prompts, 16 at once", t["prefix"], spends["prefix"]))
+    print(row("PRM prefix_prompts, 1 at once", t["prefix_seq"], spends["prefix_seq"]))  # auto on llama.cpp
     print(row("PRM shared_prompt", t["shared"], spends["shared"]))
-    print(row("ORM concurrent (service)", t["orm"], spends["orm"]))
-    print(row("ORM sequential (baseline)", t["orm_seq"], spends["orm_seq"]))
+    print(row("ORM, 16 at once", t["orm"], spends["orm"]))
+    print(row("ORM, 1 at once", t["orm_seq"], spends["orm_seq"]))
     med = {k: statistics.median(v) for k, v in t.items()}
     print(f"PRM wall-clock shared_prompt / prefix_prompts: {med['shared'] / med['prefix']:.2f}")
+    print(f"PRM wall-clock prefix 1-at-once / concurrent:  {med['prefix_seq'] / med['prefix']:.2f}")
     print(f"PRM tokens shared_prompt / prefix_prompts:     {tok(spends['shared']) / max(1, tok(spends['prefix'])):.2f}")
     print(f"ORM wall-clock concurrent / sequential:        {med['orm'] / med['orm_seq']:.2f}")
     print(f"PRM step-score |prefix_prompts - shared_prompt|: mean {statistics.mean(diffs):.3f}, max {max(diffs):.3f}")

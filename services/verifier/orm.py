@@ -46,5 +46,6 @@ class OutcomeRewardModel(VerifierKind):
                 score=p_yes, passed=p_yes >= 0.5, extracted_answer=answer, feedback=f"judge P(Yes)={p_yes:.4f}"
             )
 
-        verdicts = await run_bounded([functools.partial(judge, c) for c in job.candidates], s.judge_concurrency)
+        limit = await self.policy.parallelism()
+        verdicts = await run_bounded([functools.partial(judge, c) for c in job.candidates], limit)
         return Outcome(verdicts, spend)

@@ -170,7 +170,7 @@ class ProcessRewardModel(VerifierKind):
                 state.scores[p.candidate][p.step] = yes_probability(result.totals[2 * i], result.totals[2 * i + 1])
 
         batches = chunk(pairs, s.prm_max_continuations_per_call)
-        await run_bounded([functools.partial(call, b) for b in batches], s.judge_concurrency)
+        await run_bounded([functools.partial(call, b) for b in batches], await self.policy.parallelism())
 
     async def _prefix_prompts(self, job: VerifyJob, header: JudgePrompt, state: _Scores) -> None:
         """One call per prefix with the prefix in the prompt and one-token labels; a candidate's
@@ -189,7 +189,8 @@ class ProcessRewardModel(VerifierKind):
                 state.spend.add(result.spend)
                 state.scores[c][k - 1] = yes_probability(result.totals[0], result.totals[1])
 
-        await run_bounded([functools.partial(judge, c) for c in range(len(state.steps))], s.judge_concurrency)
+        limit = await self.policy.parallelism()
+        await run_bounded([functools.partial(judge, c) for c in range(len(state.steps))], limit)
 
     def _verdicts(self, job: VerifyJob, state: _Scores) -> Outcome:
         steps, scores, errors = state.steps, state.scores, state.errors

@@ -33,7 +33,13 @@ class VerifierSettings(BaseSettings):
         "", description="Policy model the generative verifiers use when a request names none; empty = policy default."
     )
     code_concurrency: int = Field(8, description="Candidates the code_tests verifier runs in the sandbox at once.")
-    judge_concurrency: int = Field(16, description="Policy Score calls a generative verifier has in flight at once.")
+    judge_concurrency: int = Field(
+        0,
+        ge=0,
+        description="Policy Score calls a generative verifier has in flight at once; 0 = auto: 1 when the policy's "
+        "engine is llama.cpp (it serves one request at a time and interleaved prompts defeat its prefix cache), "
+        "16 otherwise.",
+    )
     orm_system_prompt: str = Field(
         "You are a strict grader. You check whether a proposed solution to a problem is correct.",
         description="System message of the ORM judging prompt.",

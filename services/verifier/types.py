@@ -143,6 +143,10 @@ class PolicyScorer(Protocol):
         or ``services.common.errors.Unavailable`` when the policy cannot be reached."""
         ...
 
+    async def parallelism(self) -> int:
+        """How many Score calls are worth having in flight at once on this policy."""
+        ...
+
 
 @dataclass
 class TestRun:

@@ -20,6 +20,10 @@ class ScriptedPolicy:
     tokens_per_continuation: int = 3
     fail_when: Callable[[JudgePrompt, Sequence[str]], Exception | None] = lambda p, c: None
     calls: list[tuple[JudgePrompt, list[str]]] = field(default_factory=list)
+    concurrency: int = 16
+
+    async def parallelism(self) -> int:
+        return self.concurrency
 
     async def score(self, prompt: JudgePrompt, continuations: Sequence[str], *, model: str) -> ScoreResult:
         self.calls.append((prompt, list(continuations)))

@@ -88,7 +88,8 @@ TWO = ("Step 1: 3*4=12\nStep 2: 2+12=14", "Step 1: 2+3=5 WRONG\nStep 2: 5*4=20\n
 
 async def test_prm_prefix_prompts_extend_one_another_with_one_token_labels() -> None:
     policy = step_policy("WRONG")
-    out = await ProcessRewardModel(policy, settings(judge_concurrency=1)).verify(job(*TWO))
+    policy.concurrency = 1
+    out = await ProcessRewardModel(policy, settings()).verify(job(*TWO))
     assert len(policy.calls) == 5 and all(c == [" Yes", " No"] for _, c in policy.calls)
     prompts = [p.text for p, _ in policy.calls]
     assert prompts[1].startswith(prompts[0].removesuffix("Is the last step correct? Answer:"))
