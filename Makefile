@@ -18,7 +18,7 @@ help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
 	@echo "make test       install and run the whole suite (what CI runs)"
 	@echo "make test-fast  lint + unit tests only (inner loop, no models needed)"
-	@echo "make bench      policy, sandbox and gateway benchmarks"
+	@echo "make bench      policy, sandbox, verifier and gateway benchmarks"
 	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
 
 system:
@@ -77,6 +77,7 @@ run: install models
 bench: models
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/sandbox_bench.py
+	$(PY) benchmarks/verifier_bench.py
 	$(PY) benchmarks/gateway_overhead.py
 
 loadtest: models
