@@ -114,7 +114,7 @@ def test_report_page_is_self_contained(tmp_path: Path) -> None:
     page = write_report(tmp_path, "t", rows, totals(records), {"model": "m"})
     text = page.read_text()
     assert "<svg" in text and "<table" in text
-    for external in ('src="http', 'href="http', "url(http", "<script src", "<link rel=\"stylesheet"):
+    for external in ('src="http', 'href="http', "url(http", "<script src", '<link rel="stylesheet'):
         assert external not in text  # nothing loaded from the network
     assert (tmp_path / "pareto_tokens.png").read_bytes()[:4] == b"\x89PNG"
     assert len(json.loads((tmp_path / "rows.json").read_text())) == len(rows)
