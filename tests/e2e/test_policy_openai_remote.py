@@ -1,13 +1,15 @@
 """The policy service on the ``openai`` engine, in front of a real OpenAI-compatible server.
 
-The remote server is llama-cpp-python's (``python -m llama_cpp.server``) on SmolLM2, started
-here as its own process: it ignores ``n`` and has no /metrics or chat-template tokenizer, so
-this exercises the engine's fallbacks (one request per missing candidate, zero stats, raw-text
-tokenization) against a server nobody here wrote.
+The main remote server is llama-cpp-python's (``python -m llama_cpp.server``) on SmolLM2,
+started here as its own process: it ignores ``n`` and has no /metrics or chat-template
+tokenizer, so the policy service runs on the engine's fallbacks (one request per missing
+candidate, zero stats, raw-text tokenization) against a server nobody here wrote. One last
+test runs the engine against vLLM's own server for the paths only vLLM has.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sys
 from collections.abc import Iterator
@@ -17,8 +19,11 @@ import httpx
 import pytest
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from services.policy.engines.base import Message, Prompt, Sampling
+from services.policy.engines.openai_remote import create_engine
 from services.policy.models import gguf_path
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy, http_healthy
+from services.policy.settings import PolicySettings
+from tests.helpers.processes import ROOT, ServiceProcess, free_port, grpc_healthy, http_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -171,3 +176,76 @@ def test_stream_two_candidates(policy: policy_pb2_grpc.PolicyStub) -> None:
         if chunk.finish_reason != policy_pb2.FINISH_REASON_UNSPECIFIED:
             finished.add(chunk.index)
     assert finished == {0, 1} and all(texts.values())
+
+
+@pytest.fixture(scope="module")
+def vllm_serve() -> Iterator[str]:
+    """vLLM's own OpenAI server on converted SmolLM2: /tokenize, /metrics and n with seed+i."""
+    from services.policy.models import prepare
+
+    prepare(MODEL, ROOT / "models", vllm=True)
+    port = free_port()
+    server = ServiceProcess(
+        "vllm serve",
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_NO_USAGE_STATS": "1"},
+        args=[
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(ROOT / "models" / "hf" / MODEL), "--served-model-name", MODEL,
+            "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
+            # seeded chunked prefill crashes the CPU engine (docs/policy-engines.md)
+            "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048",
+        ],
+    ).start()  # fmt: skip
+    try:
+        server.wait_until(lambda: http_healthy(f"http://127.0.0.1:{port}/v1/models"), timeout=900)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.stop(timeout=30)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+async def test_engine_against_vllm_serve(vllm_serve: str) -> None:
+    """The paths llama.cpp's server does not have: server-side chat templates, n with seeds,
+    engine metrics, and an abort when the HTTP request is cancelled."""
+    engine = await create_engine(PolicySettings(engine="openai", openai_base_url=vllm_serve))
+    try:
+        assert (engine.model_id, engine.max_context) == (MODEL, 2048)
+        question = Prompt(messages=(Message("user", "Name three colours."),))
+        together = await engine.generate(
+            question, Sampling(n=3, seeds=(10, 11, 12), max_tokens=12, temperature=0.8), "a"
+        )
+        again = await engine.generate(question, Sampling(n=3, seeds=(10, 11, 12), max_tokens=12, temperature=0.8), "b")
+        # the seed reaches the server: the same request gives the same candidates, and they differ
+        texts = [c.text for c in together.completions]
+        assert [c.text for c in again.completions] == texts and len(set(texts)) == 3
+        assert together.prompt_tokens == len(await engine.tokenize(question))
+
+        prefixed = Prompt(messages=question.messages, assistant_prefix="Red, green,")
+        reply = await engine.generate(prefixed, Sampling(n=1, seeds=(1,), max_tokens=6, temperature=0.0), "c")
+        assert reply.prompt_tokens == len(await engine.tokenize(prefixed)) > together.prompt_tokens
+
+        scores = await engine.score(Prompt(text="The capital of France is"), [" Paris", " a banana"], 2, "s")
+        assert scores.scores[0].total_logprob > scores.scores[1].total_logprob
+
+        long = Prompt(text="Count: 1, 2,")
+        task = asyncio.create_task(
+            engine.generate(long, Sampling(n=2, seeds=(1, 5), max_tokens=1500, temperature=0.5), "x")
+        )
+        running = 0
+        for _ in range(100):
+            await asyncio.sleep(0.2)
+            stats = await engine.stats()
+            if (running := stats.running_requests) == 2:
+                assert 0 < stats.kv_cache_utilization <= 1 and stats.prefix_cache_queries > 0
+                break
+        assert running == 2
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if (await engine.stats()).running_requests == 0:
+                break
+        assert (await engine.stats()).running_requests == 0  # the server aborted on disconnect
+    finally:
+        await engine.close()
