@@ -19,6 +19,7 @@ hits) the engine core reports, which is the same feed vLLM's own ``vllm:*`` metr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import uuid
@@ -219,7 +220,8 @@ class VllmEngine(Engine):
             if unfinished:
                 # The engine would abort on the generator's cancellation too; abort explicitly
                 # so the scheduler frees the sequences now, not when the generators are collected.
-                await asyncio.shield(self._llm.abort([engine_id for engine_id, _, _ in plan]))
+                with contextlib.suppress(Exception):  # a dead engine must not mask the first error
+                    await asyncio.shield(self._llm.abort([engine_id for engine_id, _, _ in plan]))
                 await asyncio.gather(*unfinished, return_exceptions=True)
 
     async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
