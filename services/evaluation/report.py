@@ -63,6 +63,7 @@ class Row:
     maj_at_k: float | None
     coverage: float | None
     k: int
+    truncated: float | None  # share of answered requests cut at max_tokens (finish_reason "length")
     mean_tokens: float
     mean_completion_tokens: float
     mean_reasoning_tokens: float
@@ -132,6 +133,7 @@ def summarize_group(effort: str, strategy: str, level: str, records: Sequence[Re
         maj_at_k=ledger.maj_at_k if ledger and ledger.scored_problems else None,
         coverage=ledger.coverage if ledger and ledger.scored_problems else None,
         k=ledger.k if ledger else 0,
+        truncated=sum(r.finish_reason == "length" for r in valid) / len(valid) if valid else None,
         mean_tokens=tokens / n,
         mean_completion_tokens=sum(r.completion_tokens for r in records) / n,
         mean_reasoning_tokens=sum(r.reasoning_tokens for r in records) / n,

@@ -28,6 +28,7 @@ _COLUMNS: list[tuple[str, str, str]] = [
     ("k", "k", "d"),
     ("maj_at_k", "maj@k", "p"),
     ("coverage", "coverage", "p"),
+    ("truncated", "cut at max_tokens", "p"),
     ("mean_tokens", "tokens/req", "f0"),
     ("mean_reasoning_tokens", "reasoning tok/req", "f0"),
     ("tokens_per_correct", "tokens/correct", "f0"),

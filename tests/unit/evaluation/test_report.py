@@ -38,6 +38,7 @@ def test_errors_are_kept_apart_from_wrong_answers() -> None:
     row = next(r for r in rows if r.level == "all")
     assert (row.requests, row.errors, row.scored) == (3, 1, 2)
     assert row.selected == pytest.approx(0.5)
+    assert row.truncated == 0.0
     # Tokens per correct charges every request, failed ones included.
     assert row.tokens_per_correct == pytest.approx(300)
 
