@@ -177,7 +177,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         "n": args.n,
         "max_tokens": args.max_tokens,
         "temperature": args.temperature,
-        "threads": args.threads or os.cpu_count(),
+        "threads": args.threads or len(os.sched_getaffinity(0)),
         "repeats": args.repeats,
         "batched_tok_s": round(b.tps, 1),
         "separate_tok_s": round(s.tps, 1),

@@ -49,7 +49,7 @@ def generate(stub: policy_pb2_grpc.PolicyStub, **sampling: Any) -> policy_pb2.Ge
     inp = sampling.pop("input", None) or chat()
     reply: policy_pb2.GenerateResponse = stub.Generate(
         policy_pb2.GenerateRequest(input=inp, sampling=policy_pb2.SamplingParams(**sampling)),
-        timeout=120,  # type: ignore[arg-type]
+        timeout=600,  # type: ignore[arg-type]
     )
     return reply
 
@@ -144,7 +144,7 @@ def test_score(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
             input=chat("What is the capital of France?"),
             continuations=["The capital of France is Paris.", "Purple elephants quantum sandwich the."],
         ),
-        timeout=60,
+        timeout=600,
     )
     assert len(reply.scores) == 2
     for s in reply.scores:
@@ -163,7 +163,7 @@ def test_stream_matches_unary(policy: tuple[policy_pb2_grpc.PolicyStub, str]) ->
     request = policy_pb2.GenerateRequest(
         input=chat(), sampling=policy_pb2.SamplingParams(n=2, seeds=[5, 6], max_tokens=20, temperature=0.8)
     )
-    for chunk in stub.GenerateStream(request, timeout=120):
+    for chunk in stub.GenerateStream(request, timeout=600):
         if chunk.HasField("usage"):
             usage = chunk.usage
             continue
@@ -203,7 +203,7 @@ def test_bad_input_is_invalid_argument_naming_the_field(
         sampling=policy_pb2.SamplingParams(**fields["sampling"]),  # type: ignore[arg-type]
     )
     with pytest.raises(grpc.RpcError) as err:
-        stub.Generate(request, timeout=30)
+        stub.Generate(request, timeout=120)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (FIELD_METADATA_KEY, bad_field) in (err.value.trailing_metadata() or ())
     assert bad_field in (err.value.details() or "")

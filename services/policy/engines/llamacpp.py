@@ -97,7 +97,7 @@ class LlamaCppEngine(Engine):
         self.max_context = min(settings.n_ctx, int(llama_cpp.llama_model_n_ctx_train(self._model)))
         self.n_batch = settings.n_batch
         self.n_seq_max = min(settings.max_n + 1, int(llama_cpp.llama_max_parallel_sequences()))
-        threads = settings.n_threads or os.cpu_count() or 1
+        threads = settings.n_threads or len(os.sched_getaffinity(0)) or 1
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = max(settings.kv_cache_tokens, settings.n_ctx)
         cparams.n_batch = cparams.n_ubatch = settings.n_batch
