@@ -8,25 +8,24 @@ test can build several apps side by side and every router reaches its collaborat
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
 from services.common.grpc_client import insecure_channel
-from services.common.logging import request_id_var
 from services.common.metrics import ServiceMetrics
 from services.common.settings import CommonSettings
 from services.gateway.auth import Authenticator, parse_api_keys
 from services.gateway.difficulty import make_estimator
 from services.gateway.dispatch import Dispatcher
 from services.gateway.effort import EFFORTS, parse_model_defaults
-from services.gateway.errors import error_response, install_error_handlers
+from services.gateway.errors import install_error_handlers
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
+from services.gateway.middleware import ObserveMiddleware
 from services.gateway.planning import Planner
 from services.gateway.routers import chat, completions, health, jobs, models, traces
 from services.gateway.routing import load_routing_table
@@ -83,7 +82,7 @@ def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
             model_defaults,
         )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
-        serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s)
+        serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)
         app.state.gateway = Gateway(
             settings, client, watch, serving, TraceStore(client, settings.result_ttl_s), auth, metrics
         )
@@ -105,30 +104,7 @@ def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
     )
     install_error_handlers(app)
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        """Request id, body-size limit and the shared request metrics for every route."""
-        token = request_id_var.set(request.headers.get("x-request-id") or uuid.uuid4().hex[:16])
-        start = time.perf_counter()
-        route = request.url.path if request.url.path.startswith("/v1/") else "other"
-        route = "/v1/" + route.split("/")[2] if route.startswith("/v1/") and len(route.split("/")) > 2 else route
-        try:
-            length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
-                response: Response = error_response(
-                    413,
-                    f"request body of {length} bytes exceeds the limit of {settings.max_request_bytes}",
-                    "invalid_request_error",
-                    code="request_too_large",
-                )
-            else:
-                response = await call_next(request)
-            response.headers["x-request-id"] = request_id_var.get()
-            base_metrics.requests.labels("gateway", route, str(response.status_code)).inc()
-            return response
-        finally:
-            base_metrics.latency.labels("gateway", route).observe(time.perf_counter() - start)
-            request_id_var.reset(token)
+    app.add_middleware(ObserveMiddleware, metrics=base_metrics, max_request_bytes=settings.max_request_bytes)
 
     for router in (chat.router, completions.router, models.router, jobs.router, traces.router, health.router):
         app.include_router(router)

@@ -65,8 +65,8 @@ class Dispatcher:
                 out[k] = value.decode() if isinstance(value, bytes) else value
         return out
 
-    def follow(self, job_id: str) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
-        return self.events.follow(job_id)
+    def follow(self, job_id: str, until: float | None = None) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
+        return self.events.follow(job_id, until=until)
 
     async def result(self, job_id: str) -> orchestrator_pb2.SearchResult | None:
         return await self.events.result(job_id)

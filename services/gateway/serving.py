@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.dispatch import Dispatcher
-from services.gateway.errors import HTTPError, to_error
+from services.gateway.errors import HTTPError, to_error, too_many
 from services.gateway.formatting import finish_reason, raise_for_failure, report_of, response_of, usage_of
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
@@ -47,8 +47,16 @@ DISCONNECT_POLL_S = 0.25
 
 class Serving:
     def __init__(
-        self, planner: Planner, dispatcher: Dispatcher, limiter: Limiter, metrics: GatewayMetrics, job_timeout_s: float
+        self,
+        planner: Planner,
+        dispatcher: Dispatcher,
+        limiter: Limiter,
+        metrics: GatewayMetrics,
+        job_timeout_s: float,
+        retry_after_s: int = 2,
     ) -> None:
+        self.retry_after_s = retry_after_s
+        self._admitting = 0
         self.planner = planner
         self.dispatcher = dispatcher
         self.limiter = limiter
@@ -66,13 +74,19 @@ class Serving:
         effort, strategy = "unknown", "unknown"
         try:
             await self.limiter.check(caller)
-            depth = await self.dispatcher.queue_depth()
+            # Requests this process admitted but has not yet put on the broker count as
+            # waiting too: a burst must not all read the same short queue and be admitted.
+            depth = await self.dispatcher.queue_depth() + self._admitting
             self.metrics.queue_depth.set(depth)
-            plan = await self.planner.plan(req, depth)
-            effort, strategy = plan.effort_applied, plan.route.strategy
-            include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            record = plan.record(kind, caller, include_usage, req.background)
-            await self.dispatcher.enqueue(plan.job, record)
+            self._admitting += 1
+            try:
+                plan = await self.planner.plan(req, depth)
+                effort, strategy = plan.effort_applied, plan.route.strategy
+                include_usage = bool(req.stream_options and req.stream_options.include_usage)
+                record = plan.record(kind, caller, include_usage, req.background)
+                await self.dispatcher.enqueue(plan.job, record)
+            finally:
+                self._admitting -= 1
             if req.background:
                 self.metrics.requests.labels(endpoint, effort, strategy, "202").inc()
                 job = Job(
@@ -164,6 +178,7 @@ class Serving:
 
         task = asyncio.create_task(until_result())
         deadline = time.monotonic() + self.job_timeout_s + 5
+        extended = False
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
@@ -173,7 +188,21 @@ class Serving:
                     await asyncio.shield(self._cancel(job_id, "disconnect"))
                     raise HTTPError(499, "client disconnected", code="client_closed")
                 if time.monotonic() > deadline:
+                    record = await self.dispatcher.record(job_id) or {}
+                    started = record.get("started_at")
+                    if started is not None and not extended:
+                        # Running: the worker's own deadline (from its start) ends the search
+                        # with the best answer so far; give it that long plus a grace period.
+                        extended = True
+                        deadline = time.monotonic() + max(0.0, float(started) + self.job_timeout_s - time.time()) + 30
+                        continue
                     await asyncio.shield(self._cancel(job_id, "deadline"))
+                    if started is None:  # never left the queue: overload, shed late
+                        raise too_many(
+                            f"job {job_id} waited {self.job_timeout_s:g}s in the queue without a worker; retry later",
+                            self.retry_after_s,
+                            "overloaded",
+                        )
                     raise HTTPError(504, f"job {job_id} timed out", type="server_error", code="deadline_exceeded")
         finally:
             if not task.done():
@@ -192,7 +221,9 @@ class Serving:
         answer_streamed = False
         try:
             yield chunk(ChunkDelta(role="assistant", content=""), None)
-            async for _, event in self.dispatcher.follow(job_id):
+            # Queue wait plus the worker's own deadline plus grace: a stream never hangs.
+            until = time.monotonic() + 2 * self.job_timeout_s + 30
+            async for _, event in self.dispatcher.follow(job_id, until=until):
                 which = event.WhichOneof("event")
                 if which == "progress" and event.progress.message:
                     if endpoint == "chat":
@@ -220,6 +251,13 @@ class Serving:
                 if not first_token and which in ("progress", "answer_delta"):
                     first_token = True
                     self.metrics.ttft.labels("true").observe(time.perf_counter() - started)
+            if not finished:
+                await asyncio.shield(self._cancel(job_id, "deadline"))
+                finished = True
+                message = f"job {job_id} did not finish within its deadline"
+                yield _sse(
+                    ErrorResponse(error=ErrorDetail(message=message, type="server_error", code="timeout")).model_dump()
+                )
             yield b"data: [DONE]\n\n"
         finally:
             if not finished:

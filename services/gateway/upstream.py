@@ -19,6 +19,7 @@ from services.common.errors import NotFound, Unavailable
 from services.gen.ttc.v1 import policy_pb2, policy_pb2_grpc
 
 log = logging.getLogger(__name__)
+STATS_TIMEOUT_S = 5.0
 
 
 class PolicyWatch:
@@ -37,12 +38,17 @@ class PolicyWatch:
     async def refresh(self) -> None:
         """One poll: stats always, the model list when missing or older than 30 s."""
         try:
-            stats = await self.stub.GetStats(policy_pb2.StatsRequest(), timeout=max(1.0, self.interval_s))
+            stats = await self.stub.GetStats(policy_pb2.StatsRequest(), timeout=STATS_TIMEOUT_S)
             if not self.models or time.monotonic() - self._models_at > 30:
-                listing = await self.stub.ListModels(policy_pb2.ListModelsRequest(), timeout=2.0)
+                listing = await self.stub.ListModels(policy_pb2.ListModelsRequest(), timeout=STATS_TIMEOUT_S)
                 self.models = {m.id: m for m in listing.models}
                 self._models_at = time.monotonic()
         except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self.up:
+                # A saturated engine answers slowly; that is load, not an outage. Keep the
+                # last known state - admission control deals with load.
+                log.info("policy stats poll timed out; keeping the last state", extra={"target": self.target})
+                return
             if self.up:
                 log.warning("policy service unreachable", extra={"target": self.target, "error": err.details()})
             self.up = False

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -86,14 +86,32 @@ class JobEvents:
             pipe.expire(key, self.ttl_s)
             await pipe.execute()
 
-    async def record_result(self, result: orchestrator_pb2.SearchResult, status: str) -> bool:
-        """Record the job's one result; False when a result was already recorded (redelivery)."""
+    async def record_result(
+        self,
+        result: orchestrator_pb2.SearchResult,
+        status: str,
+        before: Sequence[orchestrator_pb2.JobEvent] = (),
+    ) -> bool:
+        """Record the job's one result; False when a result was already recorded (redelivery).
+
+        Only the recorder publishes: ``before`` (e.g. the answer deltas), the status update and
+        the result event go out in one pipeline after the SET NX succeeded, so a duplicate run
+        never adds events to the stream.
+        """
         job_id = result.job_id
         stored = await self.client.set(result_key(job_id), result.SerializeToString(), nx=True, ex=self.ttl_s)
         if not stored:
             return False
-        await self.set_status(job_id, status, finished_at=time.time())
-        await self.publish(job_id, orchestrator_pb2.JobEvent(job_id=job_id, result=result))
+        key = events_key(job_id)
+        events = [*before, orchestrator_pb2.JobEvent(job_id=job_id, result=result)]
+        mapping = {"status": json.dumps(status), "finished_at": json.dumps(time.time())}
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
+            pipe.expire(job_key(job_id), self.ttl_s)
+            for event in events:
+                pipe.xadd(key, {_EVENT_FIELD: event.SerializeToString()}, maxlen=10_000, approximate=True)
+            pipe.expire(key, self.ttl_s)
+            await pipe.execute()
         return True
 
     async def set_status(self, job_id: str, status: str, **fields: object) -> None:
@@ -120,11 +138,14 @@ class JobEvents:
         return bool(await self.client.exists(cancel_key(job_id)))
 
     async def follow(
-        self, job_id: str, last_id: str = "0-0", block_ms: int = 1000
+        self, job_id: str, last_id: str = "0-0", block_ms: int = 1000, until: float | None = None
     ) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
-        """Yield ``(stream id, event)`` from ``last_id`` on, until the result event; blocks between events."""
+        """Yield ``(stream id, event)`` from ``last_id`` on, until the result event; blocks between
+        events. Stops without a result once ``time.monotonic()`` passes ``until``."""
         key = events_key(job_id)
         while True:
+            if until is not None and time.monotonic() > until:
+                return
             reply: Any = await self.client.xread({key: last_id}, count=100, block=block_ms)
             if not reply:
                 # No event within block_ms: a result may have been recorded without its event

@@ -42,5 +42,10 @@ class OrchestratorSettings(BaseSettings):
         description="Lease a running job holds (refreshed every third of it); a redelivered job whose lease "
         "is alive is retried later instead of run twice.",
     )
-    cancel_poll_s: float = Field(0.1, gt=0, description="How often a running job checks for cancellation (seconds).")
+    cancel_poll_s: float = Field(
+        0.5,
+        gt=0,
+        description="How often a running job re-checks its cancel key (seconds); the pub/sub message normally "
+        "cancels it at once, this is the fallback.",
+    )
     worker_name: str = Field("", description="Celery node name; empty derives one from host and pid.")

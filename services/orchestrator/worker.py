@@ -219,11 +219,11 @@ class JobRunner:
             result.error = classify_search_error(result.error)
         result.budget_used.wall_seconds = time.time() - started
         await self.traces.save(search_trace)
+        answer = []
         if result.answer:
-            event = orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer)
-            await self.events.publish(job_id, event)
+            answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
-        recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED)
+        recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED, answer)
         outcome = ("error" if failed else "ok") if recorded else "duplicate"
         self.metrics.jobs.labels(job.strategy.name, outcome).inc()
         self.metrics.duration.labels(job.strategy.name).observe(time.time() - started)

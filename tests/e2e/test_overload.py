@@ -76,7 +76,7 @@ async def _offer(stack: GatewayStack) -> tuple[list[httpx.Response], list[float]
 def test_overload_degrades_then_sheds_without_5xx(stack: GatewayStack) -> None:
     replies, health = asyncio.run(_offer(stack))
     statuses = [r.status_code for r in replies]
-    assert all(s < 500 for s in statuses), statuses
+    assert all(s < 500 for s in statuses), [(r.status_code, r.text[:300]) for r in replies if r.status_code >= 500]
     assert set(statuses) <= {200, 429}, statuses
     shed = [r for r in replies if r.status_code == 429]
     served = [r.json() for r in replies if r.status_code == 200]
