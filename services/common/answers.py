@@ -25,6 +25,8 @@ _HASHES_RE = re.compile(r"####\s*(.+?)\s*(?:\n|$)")
 _FENCE_RE = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _TEXT_WRAPPERS_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|textrm|mathbf)\s*\{([^{}]*)\}")
 _LATEX_NOISE = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\displaystyle", "\\$")
+# Inline / display math delimiters around a stated answer: "answer: \(18\)".
+_MATH_DELIMITERS = ("\\(", "\\)", "\\[", "\\]")
 _UNIT_SUFFIX_RE = re.compile(r"^(" + _NUMBER + r")\s*(?:%|[A-Za-z][A-Za-z .²³/]*)$")
 _DFRAC_RE = re.compile(r"\\[dt]frac")
 _SIMPLE_FRAC_RE = re.compile(r"^\\frac\{?([-+]?\d+)\}?\{?(\d+)\}?$")
@@ -91,7 +93,9 @@ def _clean_clause(clause: str) -> str:
     if boxed is not None:
         return boxed
     clause = clause.strip("*_ ").rstrip(".")
-    clause = clause.strip()
+    for delimiter in _MATH_DELIMITERS:
+        clause = clause.replace(delimiter, "")
+    clause = clause.strip().rstrip(".").strip()
     if clause.startswith("$") and clause.endswith("$") and len(clause) > 1:
         clause = clause.strip("$").strip()
     return clause
@@ -121,7 +125,7 @@ def extract_answer(text: str) -> str | None:
 
 
 def _strip_latex(value: str) -> str:
-    for noise in _LATEX_NOISE:
+    for noise in (*_MATH_DELIMITERS, *_LATEX_NOISE):
         value = value.replace(noise, "")
     value = _DFRAC_RE.sub(r"\\frac", value)
     previous = None

@@ -42,6 +42,7 @@ def test_extract_boxed(text: str, expected: str | None) -> None:
         ("Final Answer: \\boxed{x+1}", "x+1"),
         ("I computed 3 + 4 = 7 and then 7 * 2 = 14", "14"),
         ("answer is 5 but \\boxed{6}", "6"),
+        ("get the final answer: \\(18\\).\n\nTherefore", "18"),
         ("no digits at all", None),
         ("", None),
     ],
@@ -64,6 +65,7 @@ def test_extract_answer(text: str, expected: str | None) -> None:
         ("0.50", "1/2"),
         (" X + 1 ", "x+1"),
         ("\\left( 1, 2 \\right)", "(1,2)"),
+        ("\\(18\\)", "18"),
     ],
 )
 def test_normalize_answer(raw: str, expected: str) -> None:
