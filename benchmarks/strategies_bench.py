@@ -501,7 +501,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--strategies", default=DEFAULT_STRATEGIES, help="comma-separated registry names")
     parser.add_argument("--n", type=int, default=8, help="samples per parallel strategy (k of pass@k, maj@k)")
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=384, help="per candidate; the 0.5B model is verbose")
     parser.add_argument(
         "--budget", type=int, default=0, help="generated-token budget per problem (default n*max_tokens)"
     )
