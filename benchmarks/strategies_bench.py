@@ -21,7 +21,7 @@ sample the same n seeds (self-consistency, best-of-N, weighted vote, single) sha
 generation through a cache; a cache hit is charged the seconds and tokens the original call
 took, so reported costs are what each strategy would have spent alone.
 
-Small run: ``python benchmarks/strategies_bench.py --problems 6 --n 4 --max-tokens 160``.
+Small run: ``python benchmarks/strategies_bench.py --problems 6 --n 4 --max-tokens 320``.
 """
 
 from __future__ import annotations
