@@ -59,6 +59,18 @@ def _route_json(choice: Choice, token_budget: int) -> dict[str, Any]:
     return route
 
 
+def _effort_routes(bins: dict[str, Choice], max_tokens: dict[str, float]) -> dict[str, Any]:
+    """Per-bin routes, or one ``"*"`` route when every bin chose the same configuration: then
+    the gateway skips the difficulty probe, whose tokens would buy nothing."""
+
+    def route(choice: Choice) -> dict[str, Any]:
+        return _route_json(choice, max(256, int(1.5 * max_tokens.get(choice.config, 256))))
+
+    if len({c.config for c in bins.values()}) == 1:
+        return {"*": route(next(iter(bins.values())))}
+    return {name: route(choice) for name, choice in bins.items()}
+
+
 def calibrate(
     calibration_run: Path, out: Path, *, base_table: Path, heldout_run: Path | None = None,
     single_label: str = "single", multiples: dict[str, float] | None = None, alpha: float = 10.0,
@@ -91,13 +103,7 @@ def calibrate(
         ),
         "estimator": probe,
         "difficulty_bins": table["difficulty_bins"],
-        "routes": {
-            effort: {
-                name: _route_json(choice, max(256, int(1.5 * max_tokens.get(choice.config, 256))))
-                for name, choice in bins.items()
-            }
-            for effort, bins in routes.items()
-        },
+        "routes": {effort: _effort_routes(bins, max_tokens) for effort, bins in routes.items()},
     }
     from services.gateway.routing import RoutingTable
 
@@ -150,12 +156,15 @@ def calibrate(
         hb_probe = {s.problem_id: bin_of(float(p), edges) for s, p in zip(held, probe_pred, strict=True)}
         hb_ridge = {s.problem_id: bin_of(float(p), ridge_edges) for s, p in zip(held, held_pred, strict=True)}
         for effort in routes:
+            # An effort whose bins all route alike runs no probe (see _effort_routes): no probe charge.
+            cost = probe_cost if len({c.config for c in routes[effort].values()}) > 1 else 0.0
             adaptive["probe"].append(
-                evaluate_adaptive(f"adaptive[{effort}, probe]", held, hb_probe, routes[effort], probe_cost)
+                evaluate_adaptive(f"adaptive[{effort}, probe]", held, hb_probe, routes[effort], cost)
             )
+            # The ridge estimator uses probe agreement as a feature: it always pays the probe.
             adaptive["ridge"].append(
                 evaluate_adaptive(f"adaptive[{effort}, ridge]", held, hb_ridge, ridge_routes[effort], probe_cost)
-            )  # fmt: skip
+            )
         high_budget = budgets.get("high", max(budgets.values()))
         in_budget = [f for f in fixed if f.tokens <= high_budget] or fixed
         reference = max(in_budget, key=lambda f: (f.accuracy, -f.tokens))

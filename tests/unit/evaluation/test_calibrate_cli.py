@@ -38,7 +38,9 @@ def test_calibrate_writes_a_valid_table_and_evaluates(tmp_path: Path) -> None:
     assert table.version == 2
     assert table.routes["high"]["easy"].strategy == "single"
     assert table.routes["high"]["medium"].strategy == "self_consistency" and table.routes["high"]["medium"].n == 4
-    assert table.routes["none"]["medium"].strategy == "single"  # 1x budget: only the single sample fits
+    # 1x budget: only the single sample fits, in every bin - so no probe is spent on it.
+    assert list(table.routes["none"]) == ["*"] and table.routes["none"]["*"].strategy == "single"
+    assert not table.needs_difficulty("none") and table.needs_difficulty("high")
     held = result["heldout"]
     best = max(held["adaptive"]["probe"], key=lambda r: r["accuracy"])
     assert best["accuracy"] == 1.0
