@@ -26,6 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# llama.cpp's CPU backend runs on OpenMP, whose idle workers spin by default. Inside a service
+# process (gRPC threads, an event loop, a decode thread) on few, shared cores those spinning
+# threads starve the ones doing work: measured 60-100x slower generation. libgomp reads this
+# when it is loaded, i.e. on the import below, so it is set first (an explicit value wins).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import llama_cpp
 import numpy as np
 import numpy.typing as npt
