@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench loadtest loadtest-smoke settings-table clean
+.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke settings-table clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -79,6 +79,9 @@ bench: models
 	$(PY) benchmarks/sandbox_bench.py
 	$(PY) benchmarks/verifier_bench.py
 	$(PY) benchmarks/gateway_overhead.py
+
+bench-strategies: models
+	$(PY) benchmarks/strategies_bench.py --problems 50 --n 8 --max-tokens 384
 
 loadtest: models
 	$(PY) -m loadtests full --model qwen2.5-coder-0.5b --out reports/loadtest
