@@ -107,19 +107,30 @@ def _redis_child(redis_url: str) -> _Child | None:
     return _Child("redis", command, ping)
 
 
-def _banner(port: int) -> str:
+def _served_model(port: int) -> str:
+    """The first model the gateway serves, for copy-pasteable examples."""
+    import json
+
+    try:
+        with urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
+            return str(json.load(response)["data"][0]["id"])
+    except (OSError, KeyError, IndexError, ValueError):
+        return "smollm2-135m"
+
+
+def _banner(port: int, model: str) -> str:
     base = f"http://127.0.0.1:{port}/v1"
     return f"""
 ttc-serve is up: {base}   (metrics: http://127.0.0.1:{port}/metrics; logs in {RUN_DIR}/)
 
   curl {base}/chat/completions -H 'Content-Type: application/json' \\
-    -d '{{"model": "default", "reasoning_effort": "low",
+    -d '{{"model": "{model}", "reasoning_effort": "low",
          "messages": [{{"role": "user", "content": "What is 17 + 25?"}}]}}'
 
   from openai import OpenAI
   client = OpenAI(base_url="{base}", api_key="unused")
   reply = client.chat.completions.create(
-      model="default", reasoning_effort="medium",
+      model="{model}", reasoning_effort="medium",
       messages=[{{"role": "user", "content": "What is 17 + 25?"}}])
   print(reply.choices[0].message.content, reply.usage)
 
@@ -171,7 +182,7 @@ def run_stack() -> int:
             child.start(env)
             started.append(child)
             child.wait_ready(timeout=600)
-        print(_banner(gateway_port), flush=True)
+        print(_banner(gateway_port, _served_model(gateway_port)), flush=True)
         while not stopping:
             for child in started:
                 if child.proc is not None and child.proc.poll() is not None:
