@@ -95,9 +95,11 @@ def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> N
 
 
 def test_deadline_aborts_the_engine_request(policy: policy_pb2_grpc.PolicyStub) -> None:
+    # A raw counting prompt: greedy decoding continues the sequence instead of ending it, so
+    # 4 x 3000 tokens cannot finish inside the deadline even on a fast, idle machine.
     request = policy_pb2.GenerateRequest(
-        input=chat("Count from 1 to 1000, separated by commas."),
-        sampling=policy_pb2.SamplingParams(n=4, max_tokens=2000, temperature=0.0),
+        input=policy_pb2.PromptInput(prompt="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"),
+        sampling=policy_pb2.SamplingParams(n=4, max_tokens=3000, temperature=0.0),
     )
     outcome: list[grpc.StatusCode] = []
 
@@ -114,7 +116,7 @@ def test_deadline_aborts_the_engine_request(policy: policy_pb2_grpc.PolicyStub) 
     assert wait_for(lambda: (s := stats(policy)).running_requests == 4 and s.kv_cache_utilization > 0, 8)
     caller.join(60)
     assert outcome == [grpc.StatusCode.DEADLINE_EXCEEDED]
-    # 2000 tokens each are far from done: only an abort empties the scheduler this soon
+    # 3000 tokens each are far from done: only an abort empties the scheduler this soon
     assert wait_for(lambda: (s := stats(policy)).running_requests == 0 and s.waiting_requests == 0, 5)
     assert stats(policy).kv_cache_utilization < 0.01
 
