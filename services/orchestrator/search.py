@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 
 from services.common.errors import InvalidArgument
+from services.common.seeds import splitmix64
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Limits
 from services.orchestrator.interfaces import RAW_PROMPT_ROLE, BudgetUsage, Message, Policy, ProgressEvent, Verifier
@@ -29,7 +30,7 @@ from services.orchestrator.strategies.base import (
     StrategyInput,
     execute,
 )
-from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, compare_choices, splitmix64
+from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
 ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]
 

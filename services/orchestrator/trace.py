@@ -12,17 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from services.common.seeds import UINT64, splitmix64
 from services.gen.ttc.v1 import orchestrator_pb2
-
-_MASK64 = (1 << 64) - 1
-
-
-def splitmix64(value: int) -> int:
-    """A well-mixed 64-bit hash: neighbouring inputs give unrelated seeds."""
-    z = (value + 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
 
 
 class SeedStream:
@@ -32,7 +23,7 @@ class SeedStream:
     """
 
     def __init__(self, job_seed: int) -> None:
-        self.job_seed = job_seed & _MASK64
+        self.job_seed = job_seed & UINT64
         self._counter = 0
 
     def take(self, n: int) -> list[int]:

@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterable, Sequence
 
 from services.common.errors import InvalidArgument, require
+from services.common.seeds import UINT64, splitmix64
 from services.gen.ttc.v1 import policy_pb2
 from services.policy.engines.base import Message, Prompt, Sampling
 
@@ -19,15 +20,6 @@ ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 MAX_TOP_LOGPROBS = 20
 MAX_STOP_SEQUENCES = 16
 MAX_CONTINUATIONS = 256
-UINT64 = (1 << 64) - 1
-
-
-def splitmix64(x: int) -> int:
-    """One step of SplitMix64: a fixed, well-mixed map from one 64-bit integer to another."""
-    x = (x + 0x9E3779B97F4A7C15) & UINT64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & UINT64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & UINT64
-    return x ^ (x >> 31)
 
 
 def derive_seeds(n: int, base_seed: int | None) -> tuple[int, ...]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from services.common.errors import InvalidArgument
+from services.common.seeds import splitmix64
 from services.gen.ttc.v1 import common_pb2, policy_pb2
 from services.policy.validation import (
     check_context,
     check_score,
     derive_seeds,
     resolve_model,
-    splitmix64,
     to_prompt,
     to_sampling,
 )
