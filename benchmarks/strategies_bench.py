@@ -179,6 +179,10 @@ class EngineScorer:
     engine: Any
     seconds: float = 0.0
 
+    async def parallelism(self) -> int:
+        """One in-process llama.cpp context: concurrent scoring calls would only queue."""
+        return 1
+
     async def score(self, prompt: Any, continuations: Sequence[str], *, model: str) -> Any:
         from services.policy.engines import base as eb
         from services.verifier.types import ScoreResult, Spend
