@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from services.common.aio import merge
 from services.common.errors import FailedPrecondition, Unavailable
 from services.policy.engines.base import (
     Completion,
@@ -221,36 +222,13 @@ class OpenAIRemoteEngine(Engine):
 
     async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
         """One streamed request per candidate, merged as deltas arrive."""
-        queue: asyncio.Queue[StreamDelta | BaseException | None] = asyncio.Queue()
         chat = bool(prompt.messages and not prompt.assistant_prefix)
-
-        async def pump(index: int) -> None:
-            try:
-                await self._stream_one(prompt, sampling, index, chat, queue)
-            except BaseException as exc:
-                queue.put_nowait(exc)
-            finally:
-                queue.put_nowait(None)
-
-        tasks = [asyncio.create_task(pump(i)) for i in range(sampling.n)]
-        done = 0
-        try:
-            while done < len(tasks):
-                item = await queue.get()
-                if item is None:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        async for delta in merge([self._stream_one(prompt, sampling, i, chat) for i in range(sampling.n)]):
+            yield delta
 
     async def _stream_one(
-        self, prompt: Prompt, sampling: Sampling, index: int, chat: bool, queue: asyncio.Queue[Any]
-    ) -> None:
+        self, prompt: Prompt, sampling: Sampling, index: int, chat: bool
+    ) -> AsyncIterator[StreamDelta]:
         body = self._body(sampling, 1, sampling.seeds[index], chat) | {"stream": True}
         if chat:
             path, body = "/chat/completions", body | {"messages": _messages(prompt)}
@@ -269,9 +247,7 @@ class OpenAIRemoteEngine(Engine):
                     count += 1 if text else 0  # servers stream about one token per event
                     if text or reason:
                         finish = _finish(reason) if reason else None
-                        queue.put_nowait(
-                            StreamDelta(index=index, text=text, finish_reason=finish, completion_tokens=count)
-                        )
+                        yield StreamDelta(index=index, text=text, finish_reason=finish, completion_tokens=count)
 
     # -- scoring ---------------------------------------------------------------------------
     async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.common.aio import merge
 from services.policy.engines.base import (
     Completion,
     ContinuationScore,
@@ -189,40 +190,19 @@ class VllmEngine(Engine):
     async def _run(self, ids: list[int], plan: list[tuple[str, int, Any]]) -> AsyncIterator[tuple[int, Any]]:
         """Run every planned request concurrently; yield (first index, RequestOutput) as they
         arrive. Cancelling the consumer aborts every engine request still running."""
-        queue: asyncio.Queue[tuple[int, Any] | BaseException | None] = asyncio.Queue()
 
-        async def pump(engine_id: str, first: int, params: Any) -> None:
-            try:
-                async for out in self._llm.generate(self._engine_input(ids), params, engine_id):
-                    queue.put_nowait((first, out))
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                queue.put_nowait(exc)
-            finally:
-                queue.put_nowait(None)
+        async def one(engine_id: str, first: int, params: Any) -> AsyncIterator[tuple[int, Any]]:
+            async for out in self._llm.generate(self._engine_input(ids), params, engine_id):
+                yield first, out
 
-        tasks = [asyncio.create_task(pump(*item)) for item in plan]
-        done = 0
-        try:
-            while done < len(tasks):
-                item = await queue.get()
-                if item is None:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            unfinished = [t for t in tasks if not t.done()]
-            for task in unfinished:
-                task.cancel()
-            if unfinished:
-                # The engine would abort on the generator's cancellation too; abort explicitly
-                # so the scheduler frees the sequences now, not when the generators are collected.
-                with contextlib.suppress(Exception):  # a dead engine must not mask the first error
-                    await asyncio.shield(self._llm.abort([engine_id for engine_id, _, _ in plan]))
-                await asyncio.gather(*unfinished, return_exceptions=True)
+        async def abort() -> None:
+            # The engine would abort on the generators' cancellation too; abort explicitly so
+            # the scheduler frees the sequences now, not when the generators are collected.
+            with contextlib.suppress(Exception):  # a dead engine must not mask the first error
+                await self._llm.abort([engine_id for engine_id, _, _ in plan])
+
+        async for item in merge([one(*item) for item in plan], on_unfinished=abort):
+            yield item
 
     async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
         ids = self._token_ids(prompt)
