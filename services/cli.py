@@ -27,7 +27,14 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("service", choices=sorted(SERVICES))
     sub.add_parser("stack", help="run every service locally until interrupted")
     args = parser.parse_args(argv)
-    if args.command == "serve":
+    if args.command == "serve" and args.service == "gateway":
+        # Composition point: the gateway imports nothing from the orchestrator; it is handed the
+        # orchestrator's full job validation here, so a bad pinned strategy is refused (400)
+        # before anything is enqueued (services/jobs/validation.py explains the hook).
+        from services.orchestrator.search import validate_job
+
+        importlib.import_module(SERVICES["gateway"]).main(validate_job)
+    elif args.command == "serve":
         importlib.import_module(SERVICES[args.service]).main()
     else:
         from services.stack import run_stack

@@ -33,8 +33,10 @@ from services.gateway.serving import Serving
 from services.gateway.settings import GatewaySettings
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
-from services.orchestrator.celery_app import make_celery
-from services.orchestrator.trace_store import TraceStore
+from services.jobs import validation
+from services.jobs.celery_app import make_celery
+from services.jobs.trace_store import TraceStore
+from services.jobs.validation import JobValidator
 
 
 @dataclass
@@ -56,8 +58,13 @@ def _check_settings(settings: GatewaySettings) -> None:
         raise ValueError(f"TTC_GATEWAY_DEFAULT_EFFORT={settings.default_effort!r} is not one of {EFFORTS}")
 
 
-def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
-    """The gateway app; connections open in its lifespan and close when it stops."""
+def build_app(
+    settings: GatewaySettings, common: CommonSettings, validate_job: JobValidator = validation.validate
+) -> FastAPI:
+    """The gateway app; connections open in its lifespan and close when it stops.
+
+    ``validate_job`` checks a job before it is enqueued: the structural rules by default, the
+    orchestrator's full validation when the process entry point hands it in (``ttc serve``)."""
     _check_settings(settings)
     table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
     model_defaults = parse_model_defaults(settings.model_default_efforts)
@@ -80,6 +87,7 @@ def build_app(settings: GatewaySettings, common: CommonSettings) -> FastAPI:
             watch,
             metrics,
             model_defaults,
+            validate_job,
         )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
         serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)

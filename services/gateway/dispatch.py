@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator import events as ev
+from services.jobs import events as ev
 
 
 class Dispatcher:

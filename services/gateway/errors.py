@@ -27,6 +27,7 @@ from services.common.errors import (
     error_field,
 )
 from services.gateway.protocol import ErrorDetail, ErrorResponse
+from services.jobs.errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,18 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
         self.headers = headers or {}
+
+
+class JobFailed(Exception):
+    """A job that ended on its typed error without an answer to return."""
+
+    def __init__(self, error: JobError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+# Seconds a client is told to wait before retrying when a backend service is unavailable.
+UNAVAILABLE_RETRY_AFTER_S = 5
 
 
 def unauthorized(message: str) -> HTTPError:
@@ -88,6 +101,8 @@ def to_error(exc: BaseException) -> tuple[int, ErrorDetail, dict[str, str]]:
     """Status, OpenAI error detail and headers for any exception serving code raises."""
     if isinstance(exc, HTTPError):
         return exc.status, ErrorDetail(message=exc.message, type=exc.type, param=exc.param, code=exc.code), exc.headers
+    if isinstance(exc, JobFailed):
+        return _job_error(exc.error)
     if isinstance(exc, ServiceError):
         for cls, status, kind in _SERVICE_STATUS:
             if isinstance(exc, cls):
@@ -97,12 +112,14 @@ def to_error(exc: BaseException) -> tuple[int, ErrorDetail, dict[str, str]]:
         status_code = exc.code()
         status, kind, code = _GRPC_STATUS.get(status_code, (502, "server_error", "upstream_error"))
         details = exc.details() if hasattr(exc, "details") else str(exc)
+        headers: dict[str, str] = {}
         if status_code == grpc.StatusCode.UNAVAILABLE:
             details = f"the policy service is unavailable: {details}"
+            headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
         return (
             status,
             ErrorDetail(message=details or status_code.name, type=kind, param=error_field(exc) or None, code=code),
-            {},
+            headers,
         )
     log.exception("unhandled error", exc_info=exc)
     return (
@@ -110,6 +127,21 @@ def to_error(exc: BaseException) -> tuple[int, ErrorDetail, dict[str, str]]:
         ErrorDetail(message=f"internal error: {type(exc).__name__}", type="server_error", code="internal_error"),
         {},
     )
+
+
+def _job_error(error: JobError) -> tuple[int, ErrorDetail, dict[str, str]]:
+    """A job's typed error by its gRPC code: UNAVAILABLE is 503 with Retry-After, INVALID_ARGUMENT
+    400 naming the field, ...; a code without a client meaning (INTERNAL) is 500 ``search_failed``."""
+    mapped = _GRPC_STATUS.get(grpc.StatusCode[error.code]) if error.code in grpc.StatusCode.__members__ else None
+    if mapped is None:
+        message = f"the search failed: {error.message}"
+        return 500, ErrorDetail(message=message, type="server_error", code="search_failed"), {}
+    status, kind, code = mapped
+    message, headers = error.message, {}
+    if error.code == "UNAVAILABLE":
+        message = f"the {error.component or 'backend'} service is unavailable: {error.message}"
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
+    return status, ErrorDetail(message=message, type=kind, param=error.field or None, code=code), headers
 
 
 def _validation_param(loc: tuple[Any, ...]) -> str:

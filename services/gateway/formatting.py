@@ -9,11 +9,9 @@ verifier calls (their prompt and completion tokens) and the difficulty probe.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
-from services.common.errors import DeadlineExceeded, InvalidArgument, NotFound, ServiceError, Unavailable
-from services.gateway.errors import HTTPError
+from services.gateway.errors import HTTPError, JobFailed
 from services.gateway.protocol import (
     AssistantMessage,
     BudgetReport,
@@ -24,12 +22,14 @@ from services.gateway.protocol import (
     CompletionResponse,
     CompletionTokensDetails,
     Effort,
+    JobErrorReport,
     PromptTokensDetails,
     TTCReport,
     Usage,
     VerifierVerdict,
 )
 from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs.errors import JobError
 
 _TERMINATION = {
     orchestrator_pb2.TERMINATION_SOLVED: "solved",
@@ -96,7 +96,13 @@ def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> 
             wall_seconds=used.wall_seconds,
         ),
         queue_wait_seconds=wait,
+        error=_error_report(result),
     )
+
+
+def _error_report(result: orchestrator_pb2.SearchResult) -> JobErrorReport | None:
+    error = JobError.of_result(result)
+    return None if error is None else JobErrorReport(**error.to_dict())
 
 
 def finish_reason(result: orchestrator_pb2.SearchResult) -> str:
@@ -111,26 +117,7 @@ def raise_for_failure(result: orchestrator_pb2.SearchResult) -> None:
         return
     if result.answer:  # a component failed late, but the search has an answer to return
         return
-    info: dict[str, Any] = {}
-    try:
-        info = json.loads(result.error) if result.error.startswith("{") else {}
-    except ValueError:
-        info = {}
-    message = str(info.get("message") or result.error or "the search failed")
-    field = str(info.get("field") or "")
-    code = str(info.get("code") or "INTERNAL")
-    error: ServiceError
-    if code == "INVALID_ARGUMENT":
-        error = InvalidArgument(message, field=field)
-    elif code == "NOT_FOUND":
-        error = NotFound(message, field=field)
-    elif code == "UNAVAILABLE":
-        error = Unavailable(f"a backend service is unavailable: {message}")
-    elif code == "DEADLINE_EXCEEDED":
-        error = DeadlineExceeded(message)
-    else:
-        raise HTTPError(500, f"the search failed: {message}", type="server_error", code="search_failed")
-    raise error
+    raise JobFailed(JobError.of_result(result) or JobError("INTERNAL", "the search failed"))
 
 
 def chat_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> ChatCompletionResponse:

@@ -25,7 +25,8 @@ from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.settings import GatewaySettings
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
-from services.orchestrator.search import validate_job
+from services.jobs import validation
+from services.jobs.validation import JobValidator
 
 DEFAULT_TEMPERATURE = 0.7
 
@@ -106,8 +107,10 @@ class Planner:
         watch: PolicyWatch,
         metrics: GatewayMetrics,
         model_defaults: dict[str, Effort],
+        validate_job: JobValidator = validation.validate,
     ) -> None:
         self.settings = settings
+        self.validate_job = validate_job
         self.table = table
         self.estimator = estimator
         self.watch = watch
@@ -188,7 +191,7 @@ class Planner:
             plan.difficulty_bin = self.table.bin_of(estimate.difficulty)
         plan.route = apply_overrides(self.table.route(decision.effort, plan.difficulty_bin), req.ttc)
         self._fill(plan, req)
-        validate_job(plan.job)
+        self.validate_job(plan.job)
         return plan
 
     def _validate_pinned(
@@ -199,7 +202,7 @@ class Planner:
         plan = Plan(job, apply_overrides(self.table.route(effort, None), req.ttc), effort, effort)
         self._fill(plan, req)
         try:
-            validate_job(plan.job)
+            self.validate_job(plan.job)
         except InvalidArgument as err:
             leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
             raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err

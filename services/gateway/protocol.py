@@ -188,6 +188,18 @@ class TTCReport(BaseModel):
     budget: BudgetReport = Field(default_factory=BudgetReport)
     budget_used: BudgetUsed = Field(default_factory=BudgetUsed)
     queue_wait_seconds: float = 0.0
+    error: JobErrorReport | None = Field(
+        None, description="The typed error a search stopped on (termination 'error' with the best answer so far)."
+    )
+
+
+class JobErrorReport(BaseModel):
+    """A job's typed error (``services.jobs.errors.JobError``) as the ``ttc`` report shows it."""
+
+    code: str = Field(..., description="gRPC status code name, e.g. UNAVAILABLE.")
+    message: str
+    field: str = ""
+    component: str = Field("", description="The failing component: policy, verifier or sandbox.")
 
 
 class AssistantMessage(BaseModel):

@@ -38,7 +38,8 @@ from services.gateway.protocol import (
     Job,
 )
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator import events as ev
+from services.jobs import events as ev
+from services.jobs.errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,9 @@ class Serving:
     async def _cancel(self, job_id: str, cause: str) -> None:
         """Record the cancellation as the job's one result (unless it has one), then stop the worker."""
         result = orchestrator_pb2.SearchResult(
-            job_id=job_id, termination=orchestrator_pb2.TERMINATION_CANCELLED, error=f"cancelled ({cause})"
+            job_id=job_id,
+            termination=orchestrator_pb2.TERMINATION_CANCELLED,
+            error=JobError("CANCELLED", f"cancelled ({cause})").to_json(),
         )
         recorded = await self.dispatcher.events.record_result(result, ev.CANCELLED)
         await self.dispatcher.cancel(job_id)

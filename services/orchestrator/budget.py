@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.orchestrator.interfaces import BudgetUsage, Generation, Verification
+from services.orchestrator.interfaces import BudgetUsage, ComponentError, Generation, Verification
 
 
 class StopSearch(Exception):
     """Raised inside a strategy to end the search; carries the termination reason."""
 
     termination = "error"
+    code = ""  # gRPC status code name of the job's error when the stop is one ("" = INTERNAL)
+    component = ""
 
 
 class BudgetExhausted(StopSearch):
@@ -38,10 +40,28 @@ class DeadlineReached(StopSearch):
 
 class Cancelled(StopSearch):
     termination = "cancelled"
+    code = "CANCELLED"
 
 
 class ComponentFailed(StopSearch):
+    """A component (``"policy"``, ``"verifier"``, ``"sandbox"``) failed; ``component`` and
+    ``code`` (a gRPC status code name) are typed attributes the job's error is built from."""
+
     termination = "error"
+
+    def __init__(self, message: str, *, component: str = "", code: str = "INTERNAL") -> None:
+        super().__init__(message)
+        self.message = message
+        self.component = component
+        self.code = code
+
+    @classmethod
+    def caused_by(cls, component: str, err: BaseException) -> ComponentFailed:
+        """The stop for ``err`` raised by ``component``'s adapter: a ``ComponentError`` keeps
+        its component and code; anything else is that component's INTERNAL failure."""
+        if isinstance(err, ComponentError):
+            return cls(f"{err.component}: {err.message}", component=err.component, code=err.code)
+        return cls(f"{component}: {err}", component=component, code="INTERNAL")
 
 
 @dataclass(frozen=True)

@@ -48,10 +48,6 @@ def prompt_input(messages: Sequence[Message], assistant_prefix: str) -> policy_p
     )
 
 
-def _describe(err: grpc.aio.AioRpcError) -> str:
-    return f"{err.code().name}: {err.details()}"
-
-
 class GrpcPolicy:
     """``Policy`` over the policy service. ``timeout`` bounds each call (seconds)."""
 
@@ -91,7 +87,7 @@ class GrpcPolicy:
         try:
             response = await self._stub.Generate(request, timeout=self._timeout)
         except grpc.aio.AioRpcError as err:
-            raise ComponentError("policy", _describe(err)) from err
+            raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
         return Generation(
             candidates=tuple(
                 Candidate(
@@ -138,7 +134,7 @@ class GrpcVerifier:
         try:
             response = await self._stub.Verify(self.request(call), timeout=self._timeout)
         except grpc.aio.AioRpcError as err:
-            raise ComponentError("verifier", _describe(err)) from err
+            raise ComponentError("verifier", err.details() or err.code().name, err.code().name) from err
         return Verification(
             verdicts=tuple(
                 Verdict(

@@ -115,12 +115,16 @@ class Verifier(Protocol):
 
 
 class ComponentError(Exception):
-    """The policy or verifier failed (unreachable, crashed, rejected the call)."""
+    """The policy, verifier or sandbox failed (unreachable, crashed, rejected the call).
 
-    def __init__(self, component: str, message: str) -> None:
-        super().__init__(f"{component}: {message}")
+    ``code`` is the gRPC status code name (``"UNAVAILABLE"``, ...): it travels as an attribute
+    to the job's typed error, never inside ``message``."""
+
+    def __init__(self, component: str, message: str, code: str = "INTERNAL") -> None:
+        super().__init__(f"{component}: {code}: {message}")
         self.component = component
         self.message = message
+        self.code = code
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,15 @@
 """The seam between job plumbing and the pure strategies.
 
-The gateway calls :func:`validate_job` before enqueueing (bad input fails fast, naming the
-field, before any compute); the orchestrator worker calls :func:`run_search` with gRPC-backed
-(or any other) ``Policy``/``Verifier`` and a progress callback, and stores the returned
-``SearchTrace``. :func:`replay` re-runs a stored trace's job with the trace's seed and reports
-whether the same choices were made.
+The gateway calls :func:`validate_job` (handed to it as a ``services.jobs.validation.JobValidator``)
+before enqueueing (bad input fails fast, naming the field, before any compute); the orchestrator
+worker calls :func:`run_search` with gRPC-backed (or any other) ``Policy``/``Verifier`` and a
+progress callback, and stores the returned ``SearchTrace``. :func:`replay` re-runs a stored
+trace's job with the trace's seed and reports whether the same choices were made.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -19,6 +18,8 @@ from google.protobuf import json_format
 from services.common.errors import InvalidArgument
 from services.common.seeds import splitmix64
 from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs import validation
+from services.jobs.errors import JobError
 from services.orchestrator.budget import Budget, Limits
 from services.orchestrator.interfaces import RAW_PROMPT_ROLE, BudgetUsage, Message, Policy, ProgressEvent, Verifier
 from services.orchestrator.strategies import REGISTRY, build
@@ -35,7 +36,6 @@ from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, com
 ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]
 
 DEFAULT_MAX_TOKENS = 1024
-ROLES = ("system", "user", "assistant", "tool")
 
 TERMINATIONS = {
     "solved": orchestrator_pb2.TERMINATION_SOLVED,
@@ -58,21 +58,12 @@ class PreparedJob:
 
 def _problem(job: orchestrator_pb2.SearchJob) -> tuple[Message, ...]:
     if job.messages:
-        for i, message in enumerate(job.messages):
-            if message.role not in ROLES:
-                raise InvalidArgument(f"unknown role {message.role!r}", field=f"messages[{i}].role")
         return tuple(Message(m.role, m.content) for m in job.messages)
-    if job.prompt:
-        return (Message(RAW_PROMPT_ROLE, job.prompt),)
-    raise InvalidArgument("a job needs messages or a prompt", field="messages")
+    return (Message(RAW_PROMPT_ROLE, job.prompt),)
 
 
 def _limits(job: orchestrator_pb2.SearchJob) -> Limits:
     budget = job.budget
-    if budget.max_generated_tokens <= 0:
-        raise InvalidArgument("the generated-token budget must be positive", field="budget.max_generated_tokens")
-    if not math.isfinite(budget.deadline_seconds) or budget.deadline_seconds < 0:
-        raise InvalidArgument("must be >= 0 (0 means no deadline)", field="budget.deadline_seconds")
     return Limits(
         max_generated_tokens=budget.max_generated_tokens,
         max_policy_calls=budget.max_policy_calls,
@@ -82,10 +73,6 @@ def _limits(job: orchestrator_pb2.SearchJob) -> Limits:
 
 
 def _sampling(job: orchestrator_pb2.SearchJob, token_budget: int) -> Sampling:
-    if not (math.isfinite(job.temperature) and 0.0 <= job.temperature <= 2.0):
-        raise InvalidArgument("must be between 0 and 2", field="temperature")
-    if not (math.isfinite(job.top_p) and 0.0 <= job.top_p <= 1.0):
-        raise InvalidArgument("must be between 0 and 1", field="top_p")
     max_tokens = job.max_tokens or min(DEFAULT_MAX_TOKENS, token_budget)
     return Sampling(
         temperature=job.temperature,
@@ -105,9 +92,8 @@ def job_seed(job: orchestrator_pb2.SearchJob) -> int:
 
 def prepare(job: orchestrator_pb2.SearchJob) -> PreparedJob:
     """Validate every part of ``job`` and build its strategy; raises ``InvalidArgument``."""
+    validation.validate(job)  # the structural rules, shared with the gateway (services/jobs)
     name = job.strategy.name
-    if not name:
-        raise InvalidArgument("a strategy name is required", field="strategy.name")
     if name not in REGISTRY:
         raise InvalidArgument(f"unknown strategy {name!r}; known: {', '.join(sorted(REGISTRY))}", field="strategy.name")
     problem = _problem(job)
@@ -145,6 +131,13 @@ def _render_prompt(problem: tuple[Message, ...]) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in problem)
 
 
+def _job_error(execution: Execution) -> str:
+    """The typed error (serialized ``JobError``) of a search that stopped on one, else ""."""
+    if not execution.error:
+        return ""
+    return JobError(execution.code or "INTERNAL", execution.error, component=execution.component).to_json()
+
+
 def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context) -> orchestrator_pb2.SearchResult:
     choice = execution.choice
     finish = choice.finish_reason if choice is not None else "stop"
@@ -159,7 +152,7 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         verifier_score=choice.score if choice is not None and choice.scored else 0.0,
         verifier_passed=bool(choice is not None and choice.passed),
         trace_id=job.job_id,
-        error=execution.error,
+        error=_job_error(execution),
         answer_tokens=choice.answer_tokens if choice is not None else 0,
     )
 

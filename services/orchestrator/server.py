@@ -15,7 +15,7 @@ from services.common.logging import configure_logging
 from services.common.metrics import ServiceMetrics, serve_metrics
 from services.common.settings import CommonSettings
 from services.common.tracing import configure_tracing
-from services.orchestrator.celery_app import make_celery
+from services.jobs.celery_app import make_celery
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.settings import OrchestratorSettings
 from services.orchestrator.worker import JobRunner, register_search_task

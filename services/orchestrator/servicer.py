@@ -14,9 +14,9 @@ from google.protobuf.json_format import ParseDict
 
 from services.common.errors import NotFound
 from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
 from services.orchestrator.search import run_search, validate_job
-from services.orchestrator.trace_store import TraceStore
 
 
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type: ignore[misc]

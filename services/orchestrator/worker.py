@@ -12,10 +12,8 @@ gRPC calls, which makes the policy service abort the engine request.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -32,34 +30,20 @@ from services.common.grpc_client import insecure_channel
 from services.common.logging import request_id_var
 from services.common.tracing import extract_context
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator import events as ev
+from services.jobs import events as ev
+from services.jobs.errors import JobError
+from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.search import run_search
 from services.orchestrator.settings import OrchestratorSettings
-from services.orchestrator.trace_store import TraceStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_COMPONENT_ERROR = re.compile(r"^(?P<component>\w+): (?P<code>[A-Z_]+): (?P<message>.*)$", re.DOTALL)
-
 
 class LeaseHeld(Exception):
     """Another live worker is running this job (a redelivery raced it): try again later."""
-
-
-def error_payload(code: str, message: str, field: str = "") -> str:
-    """The ``SearchResult.error`` encoding the gateway maps back to an HTTP status."""
-    return json.dumps({"code": code, "message": message, "field": field})
-
-
-def classify_search_error(error: str) -> str:
-    """A strategy's error text (``"policy: UNAVAILABLE: ..."``) as an error payload."""
-    match = _COMPONENT_ERROR.match(error)
-    if match is None:
-        return error_payload("INTERNAL", error)
-    return error_payload(match["code"], f"{match['component']}: {match['message']}")
 
 
 class JobRunner:
@@ -202,21 +186,19 @@ class JobRunner:
             await self._record_cancelled(job)
             return "cancelled"
         except ServiceError as err:
-            result = self._failed(job, error_payload(err.code.name, err.message, err.field))
+            result = self._failed(job, JobError(err.code.name, err.message, err.field))
             await self.events.record_result(result, ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "invalid").inc()
             return "failed"
         except (TimeoutError, grpc.aio.AioRpcError, Exception) as err:
             log.exception("search failed", extra={"job_id": job_id})
             code = "DEADLINE_EXCEEDED" if isinstance(err, TimeoutError) else "INTERNAL"
-            await self.events.record_result(self._failed(job, error_payload(code, str(err) or code)), ev.FAILED)
+            await self.events.record_result(self._failed(job, JobError(code, str(err) or code)), ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "error").inc()
             return "failed"
         finally:
             keeper.cancel()
             self._running.pop(job_id, None)
-        if result.error and not result.error.startswith("{"):
-            result.error = classify_search_error(result.error)
         result.budget_used.wall_seconds = time.time() - started
         await self.traces.save(search_trace)
         answer = []
@@ -243,9 +225,12 @@ class JobRunner:
                 await self.redis.set(lease, self.worker_id, ex=self.settings.lease_ttl_s)
                 last_refresh = time.monotonic()
 
-    def _failed(self, job: orchestrator_pb2.SearchJob, error: str) -> orchestrator_pb2.SearchResult:
+    def _failed(self, job: orchestrator_pb2.SearchJob, error: JobError) -> orchestrator_pb2.SearchResult:
         return orchestrator_pb2.SearchResult(
-            job_id=job.job_id, strategy=job.strategy.name, termination=orchestrator_pb2.TERMINATION_ERROR, error=error
+            job_id=job.job_id,
+            strategy=job.strategy.name,
+            termination=orchestrator_pb2.TERMINATION_ERROR,
+            error=error.to_json(),
         )
 
     async def _record_cancelled(self, job: orchestrator_pb2.SearchJob) -> None:
@@ -253,7 +238,7 @@ class JobRunner:
             job_id=job.job_id,
             strategy=job.strategy.name,
             termination=orchestrator_pb2.TERMINATION_CANCELLED,
-            error="cancelled",
+            error=JobError("CANCELLED", "cancelled").to_json(),
         )
         await self.events.record_result(result, ev.CANCELLED)
         self.metrics.jobs.labels(job.strategy.name, "cancelled").inc()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import redis
 
-from services.orchestrator import events as ev
+from services.jobs import events as ev
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer
 

@@ -283,7 +283,7 @@ class Context:
         if first_error is not None:
             if isinstance(first_error, StopSearch) or not isinstance(first_error, Exception):
                 raise first_error
-            raise ComponentFailed(f"policy failed: {first_error}") from first_error
+            raise ComponentFailed.caused_by("policy", first_error) from first_error
         return results
 
     async def _call(self, request: GenRequest) -> list[tuple[Generation, list[int]]]:
@@ -315,7 +315,7 @@ class Context:
             except Exception as err:
                 self.budget.release(count, tokens)
                 self.budget.charge_failed_policy_call()
-                raise ComponentFailed(f"policy failed: {err}") from err
+                raise ComponentFailed.caused_by("policy", err) from err
             self.budget.release(count, tokens)
             self.budget.charge_generation(generation)
             chunks.append((generation, seeds))
@@ -383,11 +383,12 @@ class Context:
             raise
         except Exception as err:
             self.budget.charge_verification(None)
-            raise ComponentFailed(f"verifier failed: {err}") from err
+            raise ComponentFailed.caused_by("verifier", err) from err
         self.budget.charge_verification(verification)
         if len(verification.verdicts) != len(texts):
             raise ComponentFailed(
-                f"verifier returned {len(verification.verdicts)} verdicts for {len(texts)} candidates"
+                f"verifier returned {len(verification.verdicts)} verdicts for {len(texts)} candidates",
+                component="verifier",
             )
         verdicts = [
             Verdict(
@@ -424,6 +425,8 @@ class Execution:
     choice: Choice | None
     termination: Termination
     error: str = ""
+    code: str = ""  # gRPC status code name of the error ("" = INTERNAL), from the stop's typed attributes
+    component: str = ""
 
 
 async def execute(strategy: Strategy, ctx: Context) -> Execution:
@@ -433,10 +436,11 @@ async def execute(strategy: Strategy, ctx: Context) -> Execution:
     except StopSearch as stop:
         await ctx.progress("stop", f"stopped ({stop.termination}): {stop}")
         error = str(stop) if stop.termination in ("error", "cancelled") else ""
-        return Execution(ctx.best, stop.termination, error)  # type: ignore[arg-type]
+        code, component = (stop.code, stop.component) if error else ("", "")
+        return Execution(ctx.best, stop.termination, error, code, component)  # type: ignore[arg-type]
     except Exception as err:  # a strategy bug: report it, keep the answer we have
         logger.exception("strategy %s crashed", strategy.name)
-        return Execution(ctx.best, "error", f"internal error in {strategy.name}: {err}")
+        return Execution(ctx.best, "error", f"internal error in {strategy.name}: {err}", "INTERNAL")
     choice = outcome.choice if outcome.choice is not None else ctx.best
     return Execution(choice, outcome.termination)
 

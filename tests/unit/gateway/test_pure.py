@@ -12,12 +12,12 @@ from services.gateway.admission import Thresholds, admit
 from services.gateway.auth import Authenticator, parse_api_keys
 from services.gateway.difficulty import agreement_difficulty
 from services.gateway.effort import normalize_effort, parse_model_defaults, step_down
-from services.gateway.errors import HTTPError
+from services.gateway.errors import HTTPError, JobFailed
 from services.gateway.formatting import raise_for_failure, usage_of
 from services.gateway.protocol import TTCOptions
 from services.gateway.routing import RoutingTable, apply_overrides, load_routing_table
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.worker import classify_search_error
+from services.jobs.errors import JobError
 
 TABLE = Path("services/gateway/routing/routing.v1.json")
 T = Thresholds(max_queue_depth=20, degrade_queue_depth=5, degrade_kv_utilization=0.8, shed_kv_utilization=0.95)
@@ -112,21 +112,15 @@ def test_usage_counts_every_hidden_token_as_reasoning() -> None:
 def test_failed_results_map_to_errors() -> None:
     invalid = orchestrator_pb2.SearchResult(
         termination=orchestrator_pb2.TERMINATION_ERROR,
-        error=json.dumps({"code": "INVALID_ARGUMENT", "field": "max_tokens", "message": "too long"}),
+        error=JobError("INVALID_ARGUMENT", "too long", field="max_tokens").to_json(),
     )
-    with pytest.raises(InvalidArgument) as err:
+    with pytest.raises(JobFailed) as err:
         raise_for_failure(invalid)
-    assert err.value.field == "max_tokens"
+    assert err.value.error.field == "max_tokens"
     cancelled = orchestrator_pb2.SearchResult(termination=orchestrator_pb2.TERMINATION_CANCELLED)
     with pytest.raises(HTTPError):
         raise_for_failure(cancelled)
     raise_for_failure(orchestrator_pb2.SearchResult(answer="x", termination=orchestrator_pb2.TERMINATION_BUDGET))
-
-
-def test_component_errors_keep_their_status() -> None:
-    payload = json.loads(classify_search_error("policy: UNAVAILABLE: connection refused"))
-    assert payload["code"] == "UNAVAILABLE"
-    assert json.loads(classify_search_error("boom"))["code"] == "INTERNAL"
 
 
 def test_api_keys_and_bearer_auth() -> None:

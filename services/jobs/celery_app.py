@@ -11,7 +11,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Queue
 
-from services.orchestrator.events import SEARCH_TASK
+from services.jobs.events import SEARCH_TASK
 
 
 def make_celery(

@@ -22,6 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs.errors import JobError
 
 CANCEL_CHANNEL = "ttc:cancel"
 SEARCH_TASK = "ttc.search"
@@ -105,6 +106,9 @@ class JobEvents:
         key = events_key(job_id)
         events = [*before, orchestrator_pb2.JobEvent(job_id=job_id, result=result)]
         mapping = {"status": json.dumps(status), "finished_at": json.dumps(time.time())}
+        error = JobError.of_result(result)
+        if error is not None:  # the record holds the typed error too (GET /v1/jobs/{id} reads it)
+            mapping["error"] = json.dumps(error.to_dict())
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
             pipe.expire(job_key(job_id), self.ttl_s)
