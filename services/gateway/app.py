@@ -35,6 +35,7 @@ from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
 from services.jobs import validation
 from services.jobs.celery_app import make_celery
+from services.jobs.settings import JobsSettings
 from services.jobs.trace_store import TraceStore
 from services.jobs.validation import JobValidator
 
@@ -59,12 +60,17 @@ def _check_settings(settings: GatewaySettings) -> None:
 
 
 def build_app(
-    settings: GatewaySettings, common: CommonSettings, validate_job: JobValidator = validation.validate
+    settings: GatewaySettings,
+    common: CommonSettings,
+    validate_job: JobValidator = validation.validate,
+    jobs_settings: JobsSettings | None = None,
 ) -> FastAPI:
     """The gateway app; connections open in its lifespan and close when it stops.
 
     ``validate_job`` checks a job before it is enqueued: the structural rules by default, the
-    orchestrator's full validation when the process entry point hands it in (``ttc serve``)."""
+    orchestrator's full validation when the process entry point hands it in (``ttc serve``).
+    ``jobs_settings`` names the queue (``TTC_JOBS_*``, read from the environment when not given)."""
+    queue = (jobs_settings or JobsSettings()).queue
     _check_settings(settings)
     table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
     model_defaults = parse_model_defaults(settings.model_default_efforts)
@@ -78,8 +84,8 @@ def build_app(
         channel = insecure_channel(settings.policy_target)
         stub = policy_pb2_grpc.PolicyStub(channel)
         watch = PolicyWatch(stub, settings.policy_target, settings.stats_interval_s)
-        celery = make_celery(common.redis_url, settings.queue_name, settings.visibility_timeout_s)
-        dispatcher = Dispatcher(client, celery, settings.queue_name, settings.result_ttl_s)
+        celery = make_celery(common.redis_url, queue, settings.visibility_timeout_s)
+        dispatcher = Dispatcher(client, celery, queue, settings.result_ttl_s)
         planner = Planner(
             settings,
             table,

@@ -69,7 +69,6 @@ class GatewaySettings(BaseSettings):
     )
     job_timeout_s: float = Field(300.0, gt=0, description="Deadline of one job from enqueue to result.")
     result_ttl_s: int = Field(86_400, ge=60, description="How long job records and results stay retrievable in Redis.")
-    queue_name: str = Field("ttc.search", description="Celery queue the gateway enqueues jobs on.")
     visibility_timeout_s: int = Field(
         600, ge=5, description="Broker visibility timeout; must match the orchestrator's setting."
     )

@@ -16,6 +16,7 @@ from services.common.metrics import ServiceMetrics, serve_metrics
 from services.common.settings import CommonSettings
 from services.common.tracing import configure_tracing
 from services.jobs.celery_app import make_celery
+from services.jobs.settings import JobsSettings
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.settings import OrchestratorSettings
 from services.orchestrator.worker import JobRunner, register_search_task
@@ -24,11 +25,12 @@ from services.orchestrator.worker import JobRunner, register_search_task
 def main() -> None:
     common = CommonSettings()
     settings = OrchestratorSettings()
+    queue = JobsSettings().queue
     configure_logging("orchestrator", common.log_level, common.log_json)
     configure_tracing("orchestrator", common.otel_endpoint, common.otel_console)
     metrics = OrchestratorMetrics(ServiceMetrics("orchestrator"))
     serve_metrics(metrics.base.registry, settings.metrics_port, settings.host)
-    app = make_celery(common.redis_url, settings.queue, settings.visibility_timeout_s, settings.restore_interval_s)
+    app = make_celery(common.redis_url, queue, settings.visibility_timeout_s, settings.restore_interval_s)
     runner: list[JobRunner] = []
 
     def get_runner() -> JobRunner:
@@ -44,7 +46,7 @@ def main() -> None:
             "worker",
             "--pool=threads",
             f"--concurrency={settings.concurrency}",
-            f"--queues={settings.queue}",
+            f"--queues={queue}",
             f"--hostname={name}@%h",
             "--without-gossip",
             "--without-mingle",

@@ -17,7 +17,6 @@ class OrchestratorSettings(BaseSettings):
         "127.0.0.1:50053", description="gRPC target of the sandbox service (reached through the verifier)."
     )
     concurrency: int = Field(8, ge=1, le=256, description="Jobs one worker process runs at once (Celery threads).")
-    queue: str = Field("ttc.search", description="Celery queue the worker consumes.")
     metrics_port: int = Field(9104, description="Port of the worker's Prometheus /metrics endpoint.")
     host: str = Field("0.0.0.0", description="Address the metrics endpoint binds.")
     port: int = Field(

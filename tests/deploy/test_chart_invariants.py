@@ -148,8 +148,8 @@ def test_orchestrator_scales_on_the_redis_queue_with_keda(render: Renderer) -> N
     host, port = meta["address"].rsplit(":", 1)
     assert host in by_kind(docs, "Service") and port == "6379"
     # The queue KEDA watches is the one the gateway fills and the workers consume.
-    assert env_of(container_named(docs, "gateway"))["TTC_GATEWAY_QUEUE_NAME"] == "ttc.search"
-    assert env_of(container_named(docs, "orchestrator"))["TTC_ORCHESTRATOR_QUEUE"] == "ttc.search"
+    assert env_of(container_named(docs, "gateway"))["TTC_JOBS_QUEUE"] == "ttc.search"
+    assert env_of(container_named(docs, "orchestrator"))["TTC_JOBS_QUEUE"] == "ttc.search"
     assert "rel-ttc-orchestrator" not in by_kind(docs, "HorizontalPodAutoscaler"), "KEDA owns the HPA"
 
 
@@ -317,14 +317,14 @@ def _settings_fields() -> dict[str, set[str]]:
     from services.common.settings import CommonSettings
 
     fields = {"TTC_": set(CommonSettings.model_fields)}
-    for service in COMPONENTS:
+    for service in (*COMPONENTS, "jobs"):
         module = importlib.import_module(f"services.{service}.settings")
         cls = next(
             v
             for k, v in vars(module).items()
             if k.endswith("Settings") and getattr(v, "__module__", "") == module.__name__
         )
-        fields[f"TTC_{service.upper()}_"] = set(cls.model_fields)
+        fields[str(cls.model_config.get("env_prefix"))] = set(cls.model_fields)
     return fields
 
 

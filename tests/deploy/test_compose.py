@@ -107,5 +107,5 @@ def test_services_reach_each_other_by_compose_name(tools: Tools) -> None:
         for key, value in services[name]["environment"].items():
             if key.endswith("_TARGET"):
                 assert value.split(":")[0] in services, f"{name}: {key}={value}"
-    assert services["gateway"]["environment"]["TTC_GATEWAY_QUEUE_NAME"] == "ttc.search"
-    assert services["orchestrator"]["environment"]["TTC_ORCHESTRATOR_QUEUE"] == "ttc.search"
+    assert services["gateway"]["environment"]["TTC_JOBS_QUEUE"] == "ttc.search"
+    assert services["orchestrator"]["environment"]["TTC_JOBS_QUEUE"] == "ttc.search"

@@ -11,20 +11,26 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from services.common.settings import CommonSettings
 from services.gateway.app import build_app
 from services.gateway.settings import GatewaySettings
+from services.jobs.settings import JobsSettings
 from tests.helpers.processes import RedisServer, free_port
 
 QUEUE = "ttc.search.unit"
 
 
+def _app(settings: GatewaySettings, redis_server: RedisServer) -> FastAPI:
+    return build_app(settings, CommonSettings(redis_url=redis_server.url), jobs_settings=JobsSettings(queue=QUEUE))
+
+
 @pytest.fixture
 def client(redis_server: RedisServer) -> Iterator[TestClient]:
-    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", queue_name=QUEUE, stats_interval_s=0.2)
-    app = build_app(settings, CommonSettings(redis_url=redis_server.url))
+    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", stats_interval_s=0.2)
+    app = _app(settings, redis_server)
     with TestClient(app) as c:
         yield c
     assert redis.Redis.from_url(redis_server.url).llen(QUEUE) == 0, "a rejected request was enqueued"
@@ -117,8 +123,8 @@ def test_metrics_endpoint_exports_gateway_families(client: TestClient) -> None:
 
 
 def test_auth_rejects_bad_keys(redis_server: RedisServer) -> None:
-    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", queue_name=QUEUE, api_keys="alice:sk-test")
-    with TestClient(build_app(settings, CommonSettings(redis_url=redis_server.url))) as c:
+    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", api_keys="alice:sk-test")
+    with TestClient(_app(settings, redis_server)) as c:
         assert _error(c.post("/v1/chat/completions", json=_chat()), 401)["code"] == "invalid_api_key"
         bad = c.post("/v1/chat/completions", json=_chat(), headers={"Authorization": "Bearer wrong"})
         assert _error(bad, 401)["type"] == "authentication_error"
@@ -128,12 +134,10 @@ def test_auth_rejects_bad_keys(redis_server: RedisServer) -> None:
 
 
 def test_rate_limit_per_key_is_429_with_retry_after(redis_server: RedisServer) -> None:
-    settings = GatewaySettings(
-        policy_target=f"127.0.0.1:{free_port()}", queue_name=QUEUE, api_keys="bob:sk-rl", rate_limit_per_minute=2
-    )
+    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", api_keys="bob:sk-rl", rate_limit_per_minute=2)
     headers = {"Authorization": "Bearer sk-rl"}
     redis.Redis.from_url(redis_server.url).delete(*redis.Redis.from_url(redis_server.url).keys("ttc:limit:*") or ["x"])
-    with TestClient(build_app(settings, CommonSettings(redis_url=redis_server.url))) as c:
+    with TestClient(_app(settings, redis_server)) as c:
         codes = [c.post("/v1/chat/completions", json=_chat(), headers=headers).status_code for _ in range(3)]
         assert codes[:2] == [503, 503]
         limited = c.post("/v1/chat/completions", json=_chat(), headers=headers)
@@ -144,13 +148,11 @@ def test_rate_limit_per_key_is_429_with_retry_after(redis_server: RedisServer) -
 def test_jobs_are_visible_only_to_their_key(redis_server: RedisServer) -> None:
     import json
 
-    settings = GatewaySettings(
-        policy_target=f"127.0.0.1:{free_port()}", queue_name=QUEUE, api_keys="alice:sk-alice,bob:sk-bob"
-    )
+    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}", api_keys="alice:sk-alice,bob:sk-bob")
     client = redis.Redis.from_url(redis_server.url)
     record = {"caller": "alice", "status": "queued", "created_at": 1.0, "model": "m", "kind": "chat.completion"}
     client.hset("ttc:job:owned", mapping={k: json.dumps(v) for k, v in record.items()})
-    with TestClient(build_app(settings, CommonSettings(redis_url=redis_server.url))) as c:
+    with TestClient(_app(settings, redis_server)) as c:
         mine = c.get("/v1/jobs/owned", headers={"Authorization": "Bearer sk-alice"})
         assert mine.status_code == 200 and mine.json()["status"] == "queued"
         theirs = c.get("/v1/jobs/owned", headers={"Authorization": "Bearer sk-bob"})
