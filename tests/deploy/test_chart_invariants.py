@@ -7,7 +7,9 @@ queue-based scaling, and wiring (every target env var names a Service port that 
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -317,7 +319,7 @@ def _settings_fields() -> dict[str, set[str]]:
     from services.common.settings import CommonSettings
 
     fields = {"TTC_": set(CommonSettings.model_fields)}
-    for service in (*COMPONENTS, "jobs"):
+    for service in (*COMPONENTS, "jobs", "evaluation"):
         module = importlib.import_module(f"services.{service}.settings")
         cls = next(
             v
@@ -358,6 +360,48 @@ def test_chart_sets_only_settings_the_services_read(render: Renderer, name: str)
 
 def test_settings_check_catches_a_misspelt_variable() -> None:
     assert _unknown_settings({"TTC_GATEWAY_POLICY_TARGT", "TTC_LOG_LEVEL"}) == ["TTC_GATEWAY_POLICY_TARGT"]
+
+
+def _attributes_read(root: Path, where: tuple[str, ...]) -> set[str]:
+    """Every attribute name read (``x.name``) in the files under ``where`` (outside settings modules)."""
+    names: set[str] = set()
+    for place in where:
+        paths = [root / place] if place.endswith(".py") else list((root / place).rglob("*.py"))
+        for path in paths:
+            if path.name == "settings.py" or "gen" in path.relative_to(root).parts[:2]:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                    names.add(node.attr)
+    return names
+
+
+def _readers(prefix: str) -> tuple[str, ...]:
+    """Where a settings class's fields may be read: shared settings anywhere in ``services/``; a
+    service's own in its package and the local launcher; the evaluation's also in ``loadtests/``."""
+    if prefix in ("TTC_", "TTC_JOBS_"):
+        return ("services",)
+    if prefix == "TTC_EVAL_":
+        return ("services/evaluation", "loadtests")
+    return (f"services/{prefix.removeprefix('TTC_').rstrip('_').lower()}", "services/stack.py")
+
+
+def _unread_settings(fields: dict[str, set[str]], read: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{prefix}{name.upper()}" for prefix, names in fields.items() for name in names - read[prefix])
+
+
+def test_every_setting_is_read_by_some_code() -> None:
+    """A declared setting that no code reads is dead wiring (compose and the chart would set it for
+    nothing): each field must be read as an attribute by the code that owns it. (By name: a field
+    whose name is read for another reason in the same package slips through.)"""
+    root, fields = CHART.parents[1], _settings_fields()
+    read = {prefix: _attributes_read(root, _readers(prefix)) for prefix in fields}
+    assert _unread_settings(fields, read) == []
+
+
+def test_unread_settings_check_catches_a_dead_setting() -> None:
+    fields = {"TTC_ORCHESTRATOR_": {"policy_target", "sandbox_target"}}
+    assert _unread_settings(fields, {"TTC_ORCHESTRATOR_": {"policy_target"}}) == ["TTC_ORCHESTRATOR_SANDBOX_TARGET"]
 
 
 def test_compose_and_images_set_only_settings_the_services_read() -> None:
