@@ -30,7 +30,12 @@ import httpx
 from loadtests.grid import EFFORTS, build_grid, split_list
 from loadtests.runner import run
 
-DEFAULT_CONFIGS = "single,self_consistency:n=3,self_consistency:n=6"
+# What the effort ladder may choose from (issue 11): greedy chain of thought (the `none` rung),
+# self-consistency, program-of-thought alone and voting (early stopping on), and the hybrid.
+DEFAULT_CONFIGS = (
+    "single:greedy=true,self_consistency:n=3,self_consistency:n=6,program_of_thought:n=1,"
+    "program_of_thought:n=4,program_of_thought:n=6:mode=hybrid"
+)
 
 
 def _healthy(base_url: str) -> bool:

@@ -31,6 +31,7 @@ class Cell:
     n: int | None = None
     token_budget: int | None = None
     verifier: str | None = None
+    params: tuple[tuple[str, ParamValue], ...] = ()
 
     @property
     def label(self) -> str:
@@ -44,6 +45,7 @@ class Cell:
             parts.append(f"budget={self.token_budget}")
         if self.verifier:
             parts.append(f"verifier={self.verifier}")
+        parts.extend(f"{key}={_format_value(value)}" for key, value in self.params)
         return ":".join(parts)
 
     def extension(self) -> dict[str, Any] | None:
@@ -58,23 +60,53 @@ class Cell:
             ext["token_budget"] = self.token_budget
         if self.verifier:
             ext["verifier"] = self.verifier
+        if self.params:
+            ext["params"] = dict(self.params)
         return ext
+
+
+ParamValue = int | float | bool | str
+
+
+def _format_value(value: ParamValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _parse_value(value: str) -> ParamValue:
+    """Strategy parameter values as the JSON the gateway expects: bool, int, float, else str."""
+    if value in ("true", "false"):
+        return value == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_cell(spec: str, known: tuple[str, ...] = STRATEGIES) -> Cell:
+    """A pinned configuration label (or ``auto``) as a :class:`Cell` of the calibration effort;
+    the routing-table writer turns chosen labels back into routes with it."""
+    name, n, budget, verifier, params = parse_strategy(spec, known)
+    return Cell("", name, n, budget, verifier, params)
 
 
 def parse_strategy(
     spec: str, known: tuple[str, ...] = STRATEGIES
-) -> tuple[str | None, int | None, int | None, str | None]:
-    """``auto`` | ``name[:n=N][:budget=T][:verifier=V]`` (``name:N`` is short for ``name:n=N``)."""
+) -> tuple[str | None, int | None, int | None, str | None, tuple[tuple[str, ParamValue], ...]]:
+    """``auto`` | ``name[:n=N][:budget=T][:verifier=V][:param=value...]`` (``name:N`` is short for
+    ``name:n=N``; any other ``key=value`` is a strategy parameter, e.g. ``mode=hybrid``)."""
     spec = spec.strip()
     if not spec:
         raise GridError("strategy: empty entry in the strategy list")
     if spec == AUTO:
-        return None, None, None, None
+        return None, None, None, None, ()
     name, *options = spec.split(":")
     if name not in known:
         raise GridError(f"strategy: unknown strategy {name!r}; known: {AUTO}, {', '.join(known)}")
     n = budget = None
     verifier = None
+    params: list[tuple[str, ParamValue]] = []
     for option in options:
         key, _, value = option.partition("=")
         if not value:
@@ -90,11 +122,13 @@ def parse_strategy(
                     raise ValueError
             elif key == "verifier":
                 verifier = value
+            elif key.isidentifier():
+                params.append((key, _parse_value(value)))
             else:
-                raise GridError(f"strategy: unknown option {key!r} in {spec!r} (use n=, budget=, verifier=)")
+                raise GridError(f"strategy: bad option {key!r} in {spec!r} (use n=, budget=, verifier=, param=value)")
         except ValueError as exc:
             raise GridError(f"strategy: {key} must be a positive integer in {spec!r}") from exc
-    return name, n, budget, verifier
+    return name, n, budget, verifier, tuple(params)
 
 
 def build_grid(efforts: list[str], strategies: list[str], known: tuple[str, ...] = STRATEGIES) -> list[Cell]:
@@ -111,8 +145,8 @@ def build_grid(efforts: list[str], strategies: list[str], known: tuple[str, ...]
     cells = []
     for effort in dict.fromkeys(efforts):
         for spec in dict.fromkeys(strategies):
-            name, n, budget, verifier = parse_strategy(spec, known)
-            cells.append(Cell(effort, name, n, budget, verifier))
+            name, n, budget, verifier, params = parse_strategy(spec, known)
+            cells.append(Cell(effort, name, n, budget, verifier, params))
     return cells
 
 

@@ -168,10 +168,86 @@ def normalize_answer(answer: str) -> str:
     return re.sub(r"\s+", "", value).lower()
 
 
-def normalize_for_vote(text: str) -> str:
-    """The vote key of a whole candidate: its normalized extracted answer, ``""`` if none."""
+# Vote keys round non-integers to this many significant digits: programs print float noise
+# (-1.5860000000000012) that must vote with the clean value (-1.586), well inside the 1e-9
+# relative tolerance that :func:`answers_equivalent` allows.
+VOTE_SIGNIFICANT_DIGITS = 12
+_WORD_DIGITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_DECIMALS_RE = re.compile(
+    r"(?:round|rounded|correct|accurate|give|answer|express|to)\b[^.?!\n]{0,40}?\b(\d|one|two|three|four|five|six)"
+    r"\s+decimal\s+(?:places?|digits?)",
+    re.IGNORECASE,
+)
+_NEAREST_RE = re.compile(
+    r"(?:nearest|closest)\s+(whole\s+number|integer|whole|tenth|hundredth|thousandth)", re.IGNORECASE
+)
+_NEAREST_DECIMALS = {"tenth": 1, "hundredth": 2, "thousandth": 3}
+
+
+def requested_decimals(question: str) -> int | None:
+    """Decimal places a question asks the answer to be rounded to ("round to 2 decimal places",
+    "nearest hundredth", "nearest whole number" → 0), ``None`` when it asks for none."""
+    match = _DECIMALS_RE.search(question)
+    if match:
+        word = match.group(1).lower()
+        return int(word) if word.isdigit() else _WORD_DIGITS[word]
+    match = _NEAREST_RE.search(question)
+    if match:
+        return _NEAREST_DECIMALS.get(match.group(1).lower().split()[0], 0)
+    return None
+
+
+def _decimal_key(value: float, decimals: int | None) -> str:
+    if decimals is not None:
+        value = round(value, decimals)
+    text = f"{value:.{VOTE_SIGNIFICANT_DIGITS}g}"
+    if "e" not in text and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def vote_key(answer: str, *, decimals: int | None = None) -> str:
+    """The key an extracted answer votes under: :func:`normalize_answer`, with numbers made
+    tolerant - non-integers rounded to ``VOTE_SIGNIFICANT_DIGITS`` significant digits (or to
+    the ``decimals`` the question asks for), so ``0.1 + 0.2`` printed by a program, ``0.3``
+    and ``3/10`` vote together."""
+    key = normalize_answer(answer)
+    number = _as_fraction(key)
+    if number is None:
+        return key
+    if number.denominator == 1 and decimals is None:
+        return str(number.numerator)
+    return _decimal_key(float(number), decimals)
+
+
+def normalize_for_vote(text: str, *, decimals: int | None = None) -> str:
+    """The vote key of a whole candidate: its extracted answer's :func:`vote_key`, ``""`` if none."""
     answer = extract_answer(text)
-    return normalize_answer(answer) if answer is not None else ""
+    return vote_key(answer, decimals=decimals) if answer is not None else ""
+
+
+_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][\w ]{0,40}[:=]\s*(.+)$")
+
+
+def program_answer(stdout: str) -> str | None:
+    """The answer a program printed: its last non-empty output line, with a leading label
+    ("Answer: 42", "total = 42") or a stated answer ("The answer is 42.") reduced to the value.
+    ``None`` when it printed nothing."""
+    lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    if _as_fraction(last.replace(",", "")) is not None or _as_fraction(last) is not None:
+        return last
+    stated = _ANSWER_IS_RE.search(last)
+    if stated:
+        clause = _clean_clause(stated.group(1))
+        if clause:
+            return clause
+    labelled = _ASSIGNMENT_RE.match(last)
+    if labelled and _NUMBER_RE.fullmatch(labelled.group(1).strip().rstrip(".")):
+        return labelled.group(1).strip().rstrip(".")
+    return last
 
 
 def _math_verify_timeout() -> int | None:

@@ -12,14 +12,24 @@ from collections.abc import Sequence
 import grpc
 from google.protobuf import json_format
 
-from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc, verifier_pb2, verifier_pb2_grpc
+from services.gen.ttc.v1 import (
+    common_pb2,
+    policy_pb2,
+    policy_pb2_grpc,
+    sandbox_pb2,
+    sandbox_pb2_grpc,
+    verifier_pb2,
+    verifier_pb2_grpc,
+)
 from services.orchestrator.interfaces import (
     RAW_PROMPT_ROLE,
     Candidate,
     ComponentError,
+    ExecStatus,
     FinishReason,
     Generation,
     Message,
+    ProgramRun,
     Verdict,
     Verification,
     VerifyCall,
@@ -148,4 +158,51 @@ class GrpcVerifier:
             ),
             prompt_tokens=response.usage.prompt_tokens,
             completion_tokens=response.usage.completion_tokens,
+            cached_tokens=response.usage.cached_tokens,
+        )
+
+
+_EXEC_STATUS: dict[int, ExecStatus] = {
+    sandbox_pb2.EXEC_STATUS_OK: "ok",
+    sandbox_pb2.EXEC_STATUS_RUNTIME_ERROR: "runtime_error",
+    sandbox_pb2.EXEC_STATUS_TIMEOUT: "timeout",
+    sandbox_pb2.EXEC_STATUS_MEMORY_LIMIT: "memory_limit",
+    sandbox_pb2.EXEC_STATUS_OUTPUT_LIMIT: "output_limit",
+    sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR: "sandbox_error",
+}
+# Program-of-thought programs print one answer; a little more room keeps tracebacks readable.
+_MAX_OUTPUT_BYTES = 16_384
+
+
+class GrpcExecutor:
+    """``Executor`` over the sandbox service: model-written programs are untrusted code, so they
+    only ever run there (no network, limits, a private tmp), never in the worker."""
+
+    def __init__(self, channel: grpc.aio.Channel, *, request_id: str = "", timeout: float = 120.0):
+        self._stub = sandbox_pb2_grpc.SandboxStub(channel)
+        self._request_id = request_id
+        self._timeout = timeout
+
+    async def run(self, code: str, *, wall_seconds: float) -> ProgramRun:
+        request = sandbox_pb2.ExecuteRequest(
+            language="python",
+            code=code,
+            limits=sandbox_pb2.Limits(wall_seconds=wall_seconds, max_output_bytes=_MAX_OUTPUT_BYTES),
+            request_id=self._request_id,
+        )
+        try:
+            response = await self._stub.Execute(request, timeout=min(self._timeout, wall_seconds + 60.0))
+        except grpc.aio.AioRpcError as err:
+            raise ComponentError("sandbox", err.details() or err.code().name, err.code().name) from err
+        outcome = response.outcome
+        status = _EXEC_STATUS.get(outcome.status, "sandbox_error")
+        if status == "sandbox_error":  # the sandbox failed, not the program: an outage, never a vote
+            raise ComponentError("sandbox", response.message or "sandbox error", "INTERNAL")
+        return ProgramRun(
+            status=status,
+            stdout=outcome.stdout.decode("utf-8", "replace"),
+            stderr=outcome.stderr.decode("utf-8", "replace"),
+            exit_code=outcome.exit_code,
+            wall_seconds=outcome.wall_seconds,
+            cpu_seconds=outcome.cpu_seconds,
         )

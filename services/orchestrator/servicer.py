@@ -15,14 +15,21 @@ from google.protobuf.json_format import ParseDict
 from services.common.errors import NotFound
 from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from services.jobs.trace_store import TraceStore
-from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
+from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.search import run_search, validate_job
 
 
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type: ignore[misc]
-    def __init__(self, policy_channel: grpc.aio.Channel, verifier_channel: grpc.aio.Channel, traces: TraceStore):
+    def __init__(
+        self,
+        policy_channel: grpc.aio.Channel,
+        verifier_channel: grpc.aio.Channel,
+        sandbox_channel: grpc.aio.Channel,
+        traces: TraceStore,
+    ):
         self.policy_channel = policy_channel
         self.verifier_channel = verifier_channel
+        self.sandbox_channel = sandbox_channel
         self.traces = traces
 
     async def RunSearch(
@@ -36,6 +43,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type:
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else 600.0
         policy = GrpcPolicy(self.policy_channel, job.model, request_id=job.job_id, timeout=timeout)
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job.job_id, timeout=timeout)
+        executor = GrpcExecutor(self.sandbox_channel, request_id=job.job_id, timeout=timeout)
         events: asyncio.Queue[orchestrator_pb2.JobEvent] = asyncio.Queue()
         sequence = 0
 
@@ -44,7 +52,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type:
             sequence += 1
             await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, progress=progress))
 
-        search = asyncio.create_task(run_search(job, policy, verifier, on_progress))
+        search = asyncio.create_task(run_search(job, policy, verifier, on_progress, executor=executor))
         try:
             while not search.done() or not events.empty():
                 getter = asyncio.ensure_future(events.get())

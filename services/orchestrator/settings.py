@@ -14,7 +14,7 @@ class OrchestratorSettings(BaseSettings):
     policy_target: str = Field("127.0.0.1:50051", description="gRPC target of the policy service.")
     verifier_target: str = Field("127.0.0.1:50052", description="gRPC target of the verifier service.")
     sandbox_target: str = Field(
-        "127.0.0.1:50053", description="gRPC target of the sandbox service (reached through the verifier)."
+        "127.0.0.1:50053", description="gRPC target of the sandbox service (program-of-thought runs programs there)."
     )
     concurrency: int = Field(8, ge=1, le=256, description="Jobs one worker process runs at once (Celery threads).")
     metrics_port: int = Field(9104, description="Port of the worker's Prometheus /metrics endpoint.")

@@ -50,9 +50,10 @@ class TraceNode:
     seed: int = 0
     tokens: int = 0
     chosen: bool = False
+    execution: orchestrator_pb2.ProgramExecution | None = None
 
     def to_proto(self) -> orchestrator_pb2.TraceNode:
-        return orchestrator_pb2.TraceNode(
+        node = orchestrator_pb2.TraceNode(
             id=self.id,
             parent_id=self.parent_id,
             action=self.action,
@@ -63,6 +64,9 @@ class TraceNode:
             tokens=self.tokens,
             chosen=self.chosen,
         )
+        if self.execution is not None:
+            node.execution.CopyFrom(self.execution)
+        return node
 
     @classmethod
     def from_proto(cls, node: orchestrator_pb2.TraceNode) -> TraceNode:
@@ -76,6 +80,7 @@ class TraceNode:
             seed=node.seed,
             tokens=node.tokens,
             chosen=node.chosen,
+            execution=node.execution if node.HasField("execution") else None,
         )
 
 

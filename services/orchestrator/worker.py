@@ -33,7 +33,7 @@ from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
 from services.jobs.trace_store import TraceStore
-from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
+from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.search import run_search
 from services.orchestrator.settings import OrchestratorSettings
@@ -71,6 +71,7 @@ class JobRunner:
         self.traces = TraceStore(self.redis, self.settings.trace_ttl_s)
         self.policy_channel = insecure_channel(self.settings.policy_target)
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
+        self.sandbox_channel = insecure_channel(self.settings.sandbox_target)
         self._listener = asyncio.create_task(self._listen_cancellations())
         if self.settings.port:
             await self._serve_grpc()
@@ -86,7 +87,7 @@ class JobRunner:
         from services.orchestrator.servicer import OrchestratorServicer
 
         server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
-        servicer = OrchestratorServicer(self.policy_channel, self.verifier_channel, self.traces)
+        servicer = OrchestratorServicer(self.policy_channel, self.verifier_channel, self.sandbox_channel, self.traces)
         orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
         health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -165,6 +166,7 @@ class JobRunner:
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
         policy = GrpcPolicy(self.policy_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
+        executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0
 
         async def on_progress(progress: orchestrator_pb2.Progress) -> None:
@@ -174,7 +176,7 @@ class JobRunner:
                 job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, progress=progress)
             )
 
-        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress))
+        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress, executor=executor))
         self._running[job_id] = task
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:

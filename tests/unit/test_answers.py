@@ -7,6 +7,9 @@ import threading
 import pytest
 
 from services.common.answers import (
+    program_answer,
+    requested_decimals,
+    vote_key,
     answers_equivalent,
     extract_answer,
     extract_boxed,
@@ -114,3 +117,61 @@ def test_extract_code_prefers_python_and_last_block() -> None:
     assert extract_code(text) == "def g():\n    return 2"
     assert extract_code("no code") is None
     assert extract_code("```sh\necho\n```", language="python") == "echo"
+
+
+# --- vote keys that cope with what programs print (issue 11) -------------------------------------
+
+@pytest.mark.parametrize(
+    ("printed", "clean"),
+    [
+        ("-1.5860000000000012", "-1.586"),  # float noise from a real program
+        ("0.30000000000000004", "3/10"),
+        ("34.0", "34"),
+        ("0.3333333333333333", "\\frac{1}{3}"),
+        ("1,000", "1000"),
+        ("2.5000", "5/2"),
+    ],
+)
+def test_vote_keys_tolerate_float_noise(printed: str, clean: str) -> None:
+    assert vote_key(printed) == vote_key(clean)
+
+
+def test_vote_keys_keep_distinct_answers_apart() -> None:
+    assert vote_key("1.586") != vote_key("1.587")
+    assert vote_key("12345678901234567") != vote_key("12345678901234568")  # integers stay exact
+    assert vote_key("x+1") == "x+1"
+
+
+@pytest.mark.parametrize(
+    ("question", "decimals"),
+    [
+        ("What is 22/7? Round your answer to 2 decimal places.", 2),
+        ("Give the result rounded to three decimal places.", 3),
+        ("Express the answer to the nearest hundredth.", 2),
+        ("How many buses are needed, to the nearest whole number?", 0),
+        ("What is 17 + 25?", None),
+    ],
+)
+def test_requested_decimals(question: str, decimals: int | None) -> None:
+    assert requested_decimals(question) == decimals
+
+
+def test_vote_key_rounds_to_the_requested_decimals() -> None:
+    assert vote_key("3.14159", decimals=2) == vote_key("3.1402", decimals=2) == "3.14"
+    assert vote_key("7", decimals=2) == "7"
+
+
+@pytest.mark.parametrize(
+    ("stdout", "answer"),
+    [
+        ("42\n", "42"),
+        ("step 1\nstep 2\n17.5\n", "17.5"),
+        ("Answer: 42\n", "42"),
+        ("The answer is 1,234.\n", "1,234"),
+        ("total = 12\n", "12"),
+        ("[1, 2, 3]\n", "[1, 2, 3]"),
+        ("\n\n", None),
+    ],
+)
+def test_program_answer_reads_the_last_printed_value(stdout: str, answer: str | None) -> None:
+    assert program_answer(stdout) == answer

@@ -8,6 +8,7 @@ from services.orchestrator.strategies.base import Strategy, StrategyInput
 from services.orchestrator.strategies.best_of_n import BestOfN
 from services.orchestrator.strategies.budget_forcing import BudgetForcing
 from services.orchestrator.strategies.mcts import MCTS
+from services.orchestrator.strategies.program import ProgramOfThought
 from services.orchestrator.strategies.revision import Revision
 from services.orchestrator.strategies.single import Single
 from services.orchestrator.strategies.stepwise import DVTS, BeamSearch
@@ -27,6 +28,7 @@ REGISTRY: dict[str, type[Strategy]] = {
         ABMCTSM,
         BudgetForcing,
         Revision,
+        ProgramOfThought,
     )
 }
 

@@ -23,14 +23,17 @@ from typing import Any, ClassVar, Literal
 
 from services.common.answers import extract_boxed
 from services.common.errors import InvalidArgument
+from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
 from services.orchestrator.interfaces import (
     AGGREGATIONS,
     Aggregation,
     Candidate,
+    Executor,
     Generation,
     Message,
     Policy,
+    ProgramRun,
     ProgressEvent,
     ProgressFn,
     Verdict,
@@ -198,10 +201,12 @@ class Context:
         sampling: Sampling,
         on_progress: ProgressFn,
         is_cancelled: Callable[[], bool] = lambda: False,
+        executor: Executor | None = None,
     ) -> None:
         self.problem = tuple(problem)
         self.policy = policy
         self.verifier = verifier
+        self.executor = executor
         self.budget = budget
         self.trace = trace
         self.seeds = seeds
@@ -210,6 +215,7 @@ class Context:
         self._is_cancelled = is_cancelled
         self.best: Choice | None = None
         self.candidates_generated = 0
+        self.early_stop_saved = 0  # candidates an early stop left undrawn (see strategies/stopping.py)
 
     # -- answers -----------------------------------------------------------------------
     def offer(self, choice: Choice, *, force: bool = False) -> None:
@@ -405,6 +411,37 @@ class Context:
         return verdicts
 
 
+    async def run_program(self, code: str, node_id: str, *, wall_seconds: float) -> ProgramRun:
+        """Run a model-written program in the sandbox; its time is charged and its outcome
+        (stdout, stderr, exit status, run time) written onto trace node ``node_id``.
+
+        A program's own failure (crash, timeout, memory) is a ``ProgramRun`` status; an
+        unreachable or broken sandbox raises ``ComponentFailed`` like any other outage."""
+        if self.executor is None:
+            raise ComponentFailed(
+                "sandbox: this worker has no sandbox configured", component="sandbox", code="UNAVAILABLE"
+            )
+        self._check_cancelled()
+        self.budget.check_deadline()
+        left = self.budget.time_left()
+        limit = wall_seconds if left is None else max(0.1, min(wall_seconds, left))
+        try:
+            run = await self._bounded(self.executor.run(code, wall_seconds=limit))
+        except StopSearch:
+            raise
+        except Exception as err:
+            raise ComponentFailed.caused_by("sandbox", err) from err
+        self.budget.charge_execution(run.wall_seconds)
+        self.trace.get(node_id).execution = orchestrator_pb2.ProgramExecution(
+            status=run.status,
+            stdout=run.stdout,
+            stderr=run.stderr[-2000:],
+            exit_code=run.exit_code,
+            wall_seconds=run.wall_seconds,
+        )
+        return run
+
+
 class Strategy(abc.ABC):
     """A configured test-time strategy. Construct with :meth:`from_input` (validates)."""
 
@@ -451,6 +488,14 @@ _FINAL_MARKER = re.compile(r"answer is|final answer|####", re.IGNORECASE)
 def states_final_answer(text: str) -> bool:
     """Whether a step states the final answer (ends a step-level search path)."""
     return extract_boxed(text) is not None or _FINAL_MARKER.search(text) is not None
+
+
+def question_text(problem: Sequence[Message]) -> str:
+    """The last user (or raw prompt) text: where a question states what it asks for."""
+    for message in reversed(problem):
+        if message.role in ("user", "raw"):
+            return message.content
+    return ""
 
 
 def safe_mean(values: Sequence[float]) -> float:

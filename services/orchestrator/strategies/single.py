@@ -1,5 +1,8 @@
 """Single sample: one greedy (temperature 0) or sampled answer — the baseline every other
-strategy is compared against. With a verifier it also reports that answer's score."""
+strategy is compared against. With a verifier it also reports that answer's score.
+
+``params.greedy`` decodes at temperature 0 whatever the job's temperature: the effort ladder's
+``none`` rung is one greedy sample, the cheapest honest answer (PRIMER §8)."""
 
 from __future__ import annotations
 
@@ -23,18 +26,20 @@ from services.orchestrator.strategies.base import (
 class Single(Strategy):
     name: ClassVar[str] = "single"
     verifier: VerifierChoice | None = None
+    greedy: bool = False
 
     @classmethod
     def from_input(cls, spec: StrategyInput) -> Single:
         read_n(spec, 1, maximum=1)
         params = Params(spec.params)
         verifier = read_verifier(spec, params, default="orm") if spec.verifier else None
+        greedy = params.boolean("greedy", False)
         params.finish()
-        return cls(verifier=verifier)
+        return cls(verifier=verifier, greedy=greedy)
 
     async def run(self, ctx: Context) -> Outcome:
         await ctx.progress("generate", "Generating one answer.")
-        generated = await ctx.generate(1, parent_id=ctx.trace.root.id)
+        generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0 if self.greedy else None)
         if not generated:
             return Outcome(None)
         g = generated[0]

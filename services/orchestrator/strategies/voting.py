@@ -13,11 +13,12 @@ earliest. The returned text is the cluster's first member that finished with ``s
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from services.common.answers import normalize_for_vote
+from services.common.answers import normalize_for_vote, requested_decimals
 from services.orchestrator.interfaces import Candidate
 from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import (
@@ -30,8 +31,10 @@ from services.orchestrator.strategies.base import (
     VerifierChoice,
     read_n,
     read_verifier,
+    question_text,
     safe_mean,
 )
+from services.orchestrator.strategies.stopping import should_stop, wave_sizes
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,10 @@ async def _vote_and_choose(
     scores: list[float] | None,
     passed: list[bool] | None,
     stage: str,
+    decimals: int | None = None,
 ) -> Outcome:
     candidates = [g.candidate for g in generated]
-    keys = [normalize_for_vote(c.text) for c in candidates]
+    keys = [normalize_for_vote(c.text, decimals=decimals) for c in candidates]
     winner = vote(keys, weights, candidates)
     if winner is None:
         return Outcome(None)
@@ -121,22 +125,51 @@ async def _vote_and_choose(
 
 @dataclass(frozen=True)
 class SelfConsistency(Strategy):
+    """Majority vote over ``n`` samples. With ``params.early_stop`` it draws in waves
+    (``first_wave``, then doubling) and stops once the vote is settled
+    (:mod:`services.orchestrator.strategies.stopping`, threshold ``confidence``)."""
+
     name: ClassVar[str] = "self_consistency"
     n: int = 8
     logprobs: bool = True
+    early_stop: bool = False
+    confidence: float = 0.9
+    first_wave: int = 3
 
     @classmethod
     def from_input(cls, spec: StrategyInput) -> SelfConsistency:
         n = read_n(spec, 8, minimum=1)
         params = Params(spec.params)
-        logprobs = params.boolean("logprobs", True)
+        strategy = cls(
+            n=n,
+            logprobs=params.boolean("logprobs", True),
+            early_stop=params.boolean("early_stop", False),
+            confidence=params.number("confidence", 0.9, minimum=0.5, maximum=1.0),
+            first_wave=params.integer("first_wave", 3, minimum=1, maximum=256),
+        )
         params.finish()
-        return cls(n=n, logprobs=logprobs)
+        return strategy
 
     async def run(self, ctx: Context) -> Outcome:
-        await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
-        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
-        return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote")
+        if not self.early_stop:
+            await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
+            generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
+            return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote")
+        decimals = requested_decimals(question_text(ctx.problem))
+        generated = []
+        for size in wave_sizes(self.n, self.first_wave):
+            await ctx.progress("generate", f"Sampling {size} more independent solution(s).")
+            generated += await ctx.generate(size, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
+            left = self.n - len(generated)
+            if left <= 0:
+                break
+            votes = Counter(normalize_for_vote(g.text, decimals=decimals) for g in generated)
+            decision = should_stop(votes, float(left), self.confidence)
+            if decision.stop:
+                ctx.early_stop_saved += left
+                await ctx.progress("stop", f"Stopped early ({decision.reason}): {left} sample(s) not drawn.")
+                break
+        return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote", decimals)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def test_grid_is_the_product_of_efforts_and_strategies() -> None:
         (["ultra"], ["auto"], "efforts"),
         (["low"], ["monte_carlo"], "strategy"),
         (["low"], ["single:n=0"], "strategy"),
-        (["low"], ["single:depth=3"], "strategy"),
+        (["low"], ["single:bad-key=3"], "strategy"),
     ],
 )
 def test_bad_grids_name_the_field(efforts: list[str], strategies: list[str], field: str) -> None:
@@ -34,4 +34,4 @@ def test_bad_grids_name_the_field(efforts: list[str], strategies: list[str], fie
 
 
 def test_parse_strategy_auto() -> None:
-    assert parse_strategy("auto") == (None, None, None, None)
+    assert parse_strategy("auto") == (None, None, None, None, ())

@@ -21,6 +21,7 @@ STRATEGY_CASES: dict[str, dict[str, Any]] = {
     "ab_mcts_m": {"n": 6, "params": {"batch": 2}},
     "budget_forcing": {"n": 1, "params": {"min_thinking_tokens": 30, "max_thinking_tokens": 60}},
     "revision": {"n": 2, "params": {"rounds": 2}},
+    "program_of_thought": {"n": 4, "params": {"mode": "hybrid", "cot": 2}},
 }
 
 

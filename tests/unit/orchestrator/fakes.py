@@ -10,7 +10,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from services.orchestrator.interfaces import Candidate, Generation, Message, Verdict, Verification, VerifyCall
+from services.orchestrator.interfaces import (
+    Candidate,
+    ComponentError,
+    Generation,
+    Message,
+    ProgramRun,
+    Verdict,
+    Verification,
+    VerifyCall,
+)
 
 
 @dataclass(frozen=True)
@@ -132,3 +141,44 @@ class ScriptedVerifier:
 
 def contains(answer: str, hit: float = 1.0, miss: float = 0.1) -> ScoreFn:
     return lambda text: hit if f"answer is {answer}" in text else miss
+
+
+@dataclass
+class ScriptedExecutor:
+    """Runs nothing: a program ``print(<text>)`` "prints" ``<text>``; ``raise`` crashes;
+    ``while True`` times out; anything else prints nothing. ``fail`` makes the sandbox down."""
+
+    fail: bool = False
+    runs: list[str] = field(default_factory=list)
+
+    async def run(self, code: str, *, wall_seconds: float) -> ProgramRun:
+        self.runs.append(code)
+        if self.fail:
+            raise ComponentError("sandbox", "connection refused", "UNAVAILABLE")
+        if "raise" in code:
+            return ProgramRun("runtime_error", stderr="Traceback: boom", exit_code=1, wall_seconds=0.01)
+        if "while True" in code:
+            return ProgramRun("timeout", exit_code=137, wall_seconds=wall_seconds)
+        lines = [line.strip() for line in code.splitlines() if line.strip().startswith("print(")]
+        out = "".join(f"{line[len('print(') : -1].strip(chr(34))}\n" for line in lines)
+        return ProgramRun("ok", stdout=out, wall_seconds=0.02)
+
+
+def programs_by_seed(values: Sequence[str], *, in_order: bool = False) -> Respond:
+    """Program requests (our system prompt) answer a fenced ``print(value)`` program chosen by
+    seed, or in order of generation with ``in_order`` (``value`` may be ``raise`` or ``while
+    True``); other requests state the value."""
+    drawn = iter(range(1 << 30))
+
+    def respond(call: PolicyCall, index: int, seed: int) -> str:
+        del index
+        value = values[(next(drawn) if in_order else seed) % len(values)]
+        if call.messages and "Python 3 program" in call.messages[0].content:
+            if value == "raise":
+                return "```python\nraise ValueError\n```"
+            if value == "while True":
+                return "```python\nwhile True:\n    pass\n```"
+            return f'```python\nx = 1\nprint("{value}")\n```'
+        return f"Thinking.\n\nThe answer is {value}."
+
+    return respond

@@ -1,0 +1,269 @@
+"""Program-of-thought: the policy writes a program, the sandbox runs it, outputs vote.
+
+A small model that cannot do the arithmetic can write the program that does (PoT, Chen et
+al. 2022; PAL, Gao et al. 2022): computation leaves the weights. Each candidate is a program;
+the sandbox service runs it (no network, CPU/memory/process limits, private tmp - model-written
+code is untrusted) and the last line it prints is its answer. With n > 1 the programs' answers
+vote under tolerant keys (:func:`services.common.answers.vote_key`); programs that crash,
+time out, or print nothing abstain.
+
+Modes (``params.mode``):
+
+- ``program``: programs only; when no program produces an answer, fall back to one
+  chain-of-thought sample of the original problem (so the request is still answered).
+- ``hybrid``: ``params.cot`` chain-of-thought samples vote alongside the programs with weight
+  ``params.cot_weight`` each (programs weigh 1): when programs disagree, reasoning breaks ties.
+
+Sampling draws in waves (greedy first, then sampled at the job's temperature) and stops early
+when the vote is settled (:mod:`services.orchestrator.strategies.stopping`); the votes not
+drawn are reported as saved in the final progress event and on the vote trace node.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals, vote_key
+from services.common.errors import InvalidArgument
+from services.orchestrator.interfaces import Message
+from services.orchestrator.params import Params
+from services.orchestrator.strategies.base import (
+    Choice,
+    Context,
+    Generated,
+    GenRequest,
+    Outcome,
+    Strategy,
+    StrategyInput,
+    question_text,
+    read_n,
+)
+from services.orchestrator.strategies.stopping import should_stop, wave_sizes
+
+Mode = Literal["program", "hybrid"]
+MODES: tuple[str, ...] = ("program", "hybrid")
+
+PROGRAM_SYSTEM = (
+    "You solve problems by writing a short Python 3 program. The program must compute the answer "
+    "and print only the final answer (a number, or the requested value). Use exact arithmetic "
+    "(integers, fractions.Fraction) where it helps, and round only if the question asks. Do not "
+    "read input. Write no comments and no explanation: reply with one ```python code block only."
+)
+PROGRAM_INSTRUCTION = "Write a Python program that prints the answer to this problem."
+# Programs print one value; long outputs are loops gone wrong.
+PROGRAM_MAX_TOKENS = 512
+
+
+def program_messages(problem: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The problem's conversation with the program-writing instruction: our system message
+    (the caller's system text is kept as context) and the instruction on the last user turn."""
+    system = PROGRAM_SYSTEM
+    turns: list[Message] = []
+    for message in problem:
+        if message.role == "system":
+            system += "\n\nContext from the caller:\n" + message.content
+        else:
+            turns.append(message)
+    if turns and turns[-1].role == "user":
+        last = turns[-1]
+        turns[-1] = Message("user", f"{PROGRAM_INSTRUCTION}\n\n{last.content}")
+    elif turns and turns[0].role == "raw":
+        turns = [Message("user", f"{PROGRAM_INSTRUCTION}\n\n{turns[0].content}")]
+    return (Message("system", system), *turns)
+
+
+def program_source(text: str) -> str | None:
+    """The program in a completion: the last fenced block, else the whole text if it parses.
+
+    A last bare expression is printed, as a REPL would (``x * 3`` → ``print(x * 3)``), since
+    small models often end with the value instead of printing it."""
+    code = extract_code(text)
+    if code is None:
+        code = text.strip()
+    if not code:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # it cannot run: abstain without spending a sandbox run
+        return None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1].value
+        is_print = isinstance(last, ast.Call) and isinstance(last.func, ast.Name) and last.func.id == "print"
+        if not is_print:
+            lines = code.splitlines()
+            start, end = tree.body[-1].lineno - 1, (tree.body[-1].end_lineno or tree.body[-1].lineno)
+            expression = "\n".join(lines[start:end])
+            code = "\n".join([*lines[:start], f"print({expression})", *lines[end:]])
+    return code
+
+
+@dataclass
+class _Ballot:
+    """One candidate's vote: a program's run or a chain-of-thought answer."""
+
+    generated: Generated
+    key: str  # "" abstains
+    weight: float
+    program: str = ""
+    output: str = ""
+
+
+def answer_text(ballot: _Ballot, answer: str) -> str:
+    """The visible answer: the program as evidence, what it printed, then the answer stated
+    last (so answer extraction reads the value, not an assignment in the code)."""
+    if not ballot.program:
+        return ballot.generated.text
+    return f"```python\n{ballot.program}\n```\n\nOutput: {ballot.output.strip()}\n\nThe answer is {answer}."
+
+
+@dataclass(frozen=True)
+class ProgramOfThought(Strategy):
+    name: ClassVar[str] = "program_of_thought"
+    n: int = 1
+    mode: Mode = "program"
+    cot: int = 2
+    cot_weight: float = 0.5
+    early_stop: bool = True
+    confidence: float = 0.9
+    first_wave: int = 3
+    timeout_s: float = 5.0
+    fallback: bool = True
+
+    @classmethod
+    def from_input(cls, spec: StrategyInput) -> ProgramOfThought:
+        n = read_n(spec, 1, minimum=1, maximum=64)
+        if spec.verifier:
+            raise InvalidArgument("program_of_thought votes on executed outputs; it takes no verifier", "strategy.verifier")
+        params = Params(spec.params)
+        mode = params.string("mode", "program", choices=MODES)
+        cot = params.integer("cot", 2 if mode == "hybrid" else 0, minimum=0, maximum=64)
+        if mode == "program" and cot:
+            raise InvalidArgument("chain-of-thought votes need mode 'hybrid'", field="strategy.params.cot")
+        strategy = cls(
+            n=n,
+            mode=mode,  # type: ignore[arg-type]
+            cot=cot,
+            cot_weight=params.number("cot_weight", 0.5, minimum=0.0, maximum=10.0),
+            early_stop=params.boolean("early_stop", True),
+            confidence=params.number("confidence", 0.9, minimum=0.5, maximum=1.0),
+            first_wave=params.integer("first_wave", 3, minimum=1, maximum=64),
+            timeout_s=params.number("timeout_s", 5.0, minimum=0.5, maximum=60.0),
+            fallback=params.boolean("fallback", True),
+        )
+        params.finish()
+        return strategy
+
+    async def run(self, ctx: Context) -> Outcome:
+        decimals = requested_decimals(question_text(ctx.problem))
+        messages = program_messages(ctx.problem)
+        ballots: list[_Ballot] = []
+        waves = wave_sizes(self.n, self.first_wave if self.early_stop else self.n)
+        drawn = 0
+        for index, size in enumerate(waves):
+            # Chain-of-thought samples (hybrid) all come with the first wave: one concurrent round.
+            cot = self.cot if index == 0 else 0
+            await ctx.progress("generate", f"Writing {size} program(s){self._cot_note(cot)}.")
+            ballots.extend(await self._wave(ctx, messages, size, cot, first=index == 0, decimals=decimals))
+            drawn += size
+            if self.early_stop and drawn < self.n:
+                decision = should_stop(self._tally(ballots), float(self.n - drawn), self.confidence)
+                if decision.stop:
+                    await ctx.progress(
+                        "stop",
+                        f"Stopped early ({decision.reason}): {self.n - drawn} program(s) not drawn; "
+                        f"{decision.leader!r} leads with P={decision.probability:.2f}.",
+                    )
+                    break
+        saved = self.n - drawn
+        if not any(b.key for b in ballots) and self.fallback and self.cot == 0:
+            await ctx.progress("fallback", "No program printed an answer; answering by chain of thought.")
+            generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0)
+            ballots.extend(self._cot_ballot(g, decimals) for g in generated)
+        return await self._decide(ctx, ballots, saved)
+
+    def _cot_note(self, cot: int) -> str:
+        return f" and {cot} chain-of-thought solution(s)" if cot else ""
+
+    @staticmethod
+    def _tally(ballots: list[_Ballot]) -> dict[str, float]:
+        votes: Counter[str] = Counter()
+        for ballot in ballots:
+            if ballot.key:
+                votes[ballot.key] += ballot.weight
+        return dict(votes)
+
+    async def _wave(
+        self, ctx: Context, messages: tuple[Message, ...], programs: int, cot: int, *, first: bool,
+        decimals: int | None,
+    ) -> list[_Ballot]:  # fmt: skip
+        """Draw ``programs`` programs and ``cot`` chain-of-thought samples, then run every
+        program in the sandbox concurrently. The very first program is greedy and drawn alone,
+        so a policy that fails at once fails before anything else is spent."""
+        root = ctx.trace.root.id
+        max_tokens = self._max_tokens(ctx)
+        written: list[Generated] = []
+        if first and programs:
+            written += await ctx.generate(1, parent_id=root, action="program", messages=messages,
+                                          temperature=0.0, max_tokens=max_tokens, offer=False)  # fmt: skip
+            programs -= 1
+        requests = [GenRequest(programs, root, "program", messages=messages, max_tokens=max_tokens, offer=False)]
+        requests.append(GenRequest(cot, root, "generate"))
+        wanted = [r for r in requests if r.n > 0]
+        drawn = dict(zip((r.action for r in wanted), await ctx.generate_many(wanted), strict=True)) if wanted else {}
+        written += drawn.get("program", [])
+        thoughts = drawn.get("generate", [])
+        ballots = list(await asyncio.gather(*(self._execute(ctx, g, decimals) for g in written)))
+        ballots.extend(self._cot_ballot(g, decimals) for g in thoughts)
+        return ballots
+
+    def _max_tokens(self, ctx: Context) -> int:
+        return min(ctx.sampling.max_tokens, PROGRAM_MAX_TOKENS)
+
+    def _cot_ballot(self, generated: Generated, decimals: int | None) -> _Ballot:
+        return _Ballot(generated, normalize_for_vote(generated.text, decimals=decimals), self.cot_weight)
+
+    async def _execute(self, ctx: Context, generated: Generated, decimals: int | None) -> _Ballot:
+        program = program_source(generated.text)
+        if program is None:
+            return _Ballot(generated, "", 1.0)
+        run = await ctx.run_program(program, generated.node.id, wall_seconds=self.timeout_s)
+        answer = program_answer(run.stdout) if run.status == "ok" else None
+        key = vote_key(answer, decimals=decimals) if answer else ""
+        execution = ctx.trace.get(generated.node.id).execution
+        if execution is not None:
+            execution.answer = key
+        return _Ballot(generated, key, 1.0, program=program, output=run.stdout if key else "")
+
+    async def _decide(self, ctx: Context, ballots: list[_Ballot], saved: int) -> Outcome:
+        votes = self._tally(ballots)
+        total = sum(b.weight for b in ballots) or 1.0
+        if not votes:
+            ctx.trace.add(ctx.trace.root.id, "vote", text="", score=0.0, visits=0)
+            await ctx.progress("vote", f"No candidate produced an answer ({saved} not drawn).")
+            return Outcome(None)
+        # Ties: the earliest ballot's answer wins (the greedy program comes first).
+        order = {b.key: i for i, b in reversed(list(enumerate(ballots))) if b.key}
+        winner = max(votes, key=lambda k: (round(votes[k], 12), -order[k]))
+        members = [b for b in ballots if b.key == winner]
+        chosen = next((b for b in members if b.program), members[0])
+        ctx.trace.add(ctx.trace.root.id, "vote", text=winner, score=votes[winner] / total, visits=len(members))
+        ctx.early_stop_saved += saved
+        await ctx.progress(
+            "vote",
+            f"Vote: {votes[winner]:g} of {total:g} vote weight on {winner!r} "
+            f"({sum(1 for b in ballots if b.program and b.key)} program(s) answered; {saved} candidate(s) saved "
+            "by early stopping).",
+        )
+        choice = Choice(
+            text=answer_text(chosen, winner),
+            node_id=chosen.generated.node.id,
+            finish_reason=chosen.generated.candidate.finish_reason if not chosen.program else "stop",
+            answer_tokens=chosen.generated.candidate.completion_tokens,
+            score=votes[winner] / total,
+        )
+        ctx.offer(choice, force=True)
+        return Outcome(choice)

@@ -1,0 +1,116 @@
+"""Program-of-thought end to end: the real gateway, worker, policy service on
+Qwen2.5-Coder-0.5B (the model the effort ladder is calibrated on) and the real sandbox (bwrap).
+
+The model writes a program, the sandbox runs it, the printed output is the answer. Hostile
+programs (network, fork bomb, writes outside the private tmp) go through the same sandbox
+client the worker uses, and the search still answers from the programs that behaved.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from services.common.grpc_client import insecure_channel
+from services.orchestrator.clients import GrpcExecutor
+from services.orchestrator.search import run_search
+from tests.e2e.gateway_stack import GatewayStack
+from tests.helpers.processes import RedisServer, ServiceProcess, free_port, grpc_healthy
+from tests.unit.orchestrator.conftest import make_job
+from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier
+
+pytestmark = pytest.mark.e2e
+QWEN = "qwen2.5-coder-0.5b"
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def sandbox_target() -> Iterator[str]:
+    port, metrics_port = free_port(), free_port()
+    service = ServiceProcess(
+        "sandbox",
+        env={
+            "TTC_SANDBOX_PORT": str(port),
+            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
+            "TTC_SANDBOX_MAX_CONCURRENCY": str(SLOTS),
+            "TTC_SANDBOX_UID_BASE": str(90000 + (os.getpid() % 500) * 64),
+        },
+    ).start()
+    try:
+        service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
+        yield f"127.0.0.1:{port}"
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewayStack]:
+    s = GatewayStack(redis_server, worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target})
+    try:
+        s.start_policy({"TTC_POLICY_MODEL": QWEN})
+        s.start_worker()
+        s.start_gateway()
+        yield s
+    finally:
+        s.stop()
+
+
+def test_program_of_thought_answers_a_word_problem_through_the_gateway(stack: GatewayStack) -> None:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    question = (
+        "A bakery baked 347 loaves on Monday and 289 on Tuesday. It sold 412 loaves in total. "
+        "How many loaves are left?"
+    )
+    response = client.chat.completions.create(
+        model=QWEN,
+        messages=[{"role": "user", "content": question}],
+        max_tokens=256,
+        extra_body={"ttc": {"strategy": "program_of_thought", "n": 1}},
+    )
+    answer = response.choices[0].message.content or ""
+    assert answer.rstrip().endswith("The answer is 224."), answer
+    ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
+    trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
+    runs = [n for n in trace["nodes"] if n.get("execution")]
+    assert runs and runs[0]["execution"]["status"] == "ok"
+    assert runs[0]["execution"]["stdout"].strip() == "224"
+
+
+HOSTILE = {
+    "network": "import socket\ns = socket.create_connection(('1.1.1.1', 80), timeout=2)\nprint(999)",
+    "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+    "escape_write": "open('{target}', 'w').write('pwned')\nprint(999)",
+}
+
+
+async def test_hostile_programs_are_contained_and_the_search_still_answers(sandbox_target: str) -> None:
+    outside = Path(tempfile.mkdtemp(prefix="ttc-pot-outside-")) / "escaped.txt"
+    programs = [*(code.format(target=outside) for code in HOSTILE.values()), "print(6 * 7)"]
+
+    written = itertools.count()
+
+    def respond(call: Any, index: int, seed: int) -> str:
+        del call, index, seed
+        return f"```python\n{programs[next(written) % len(programs)]}\n```"
+
+    # One greedy program, then three sampled: the four programs, each exactly once.
+    job = make_job("program_of_thought", n=4, params={"early_stop": False, "timeout_s": 3.0}, max_tokens=64)
+    async with insecure_channel(sandbox_target) as channel:
+        result, trace = await run_search(
+            job, ScriptedPolicy(respond), ScriptedVerifier(lambda _: 0.0), executor=GrpcExecutor(channel)
+        )
+    statuses = {n.execution.stdout.strip() or n.execution.status for n in trace.nodes if n.HasField("execution")}
+    assert "42" in statuses
+    assert "999" not in statuses  # neither the network call nor the escaping write got to print
+    assert not outside.exists()
+    assert result.answer.rstrip().endswith("The answer is 42."), result.answer
+    assert result.budget_used.sandbox_runs == 4
