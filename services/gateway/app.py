@@ -19,7 +19,7 @@ from services.common.grpc_client import insecure_channel
 from services.common.metrics import ServiceMetrics
 from services.common.settings import CommonSettings
 from services.gateway.auth import Authenticator, parse_api_keys
-from services.gateway.difficulty import make_estimator
+from services.gateway.difficulty import load_encoder, make_estimator
 from services.gateway.dispatch import Dispatcher
 from services.gateway.effort import EFFORTS, parse_model_defaults
 from services.gateway.errors import install_error_handlers
@@ -73,6 +73,7 @@ def build_app(
     queue = (jobs_settings or JobsSettings()).queue
     _check_settings(settings)
     table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
+    encoder = load_encoder(table.estimator)  # the MiniLM weights, once per app, when the estimator embeds
     model_defaults = parse_model_defaults(settings.model_default_efforts)
     auth = Authenticator(parse_api_keys(settings.api_keys))
     base_metrics = ServiceMetrics("gateway")
@@ -89,7 +90,7 @@ def build_app(
         planner = Planner(
             settings,
             table,
-            make_estimator(table.estimator, stub, settings.job_timeout_s),
+            make_estimator(table.estimator, stub, settings.job_timeout_s, encoder),
             watch,
             metrics,
             model_defaults,

@@ -81,6 +81,7 @@ def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> 
         degraded_by=list(record.get("degraded_by") or []),
         difficulty=record.get("difficulty"),
         difficulty_bin=record.get("difficulty_bin"),
+        task_type=record.get("task_type"),
         candidates_generated=result.candidates_generated,
         verifier_verdict=verdict,
         termination=termination_name(result),

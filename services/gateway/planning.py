@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf.struct_pb2 import Struct
 
+from services.common.difficulty_features import estimation_text
 from services.common.errors import InvalidArgument
+from services.common.task_type import TaskType, classify_task
 from services.common.tracing import inject_context
 from services.gateway.admission import Thresholds, admit
 from services.gateway.difficulty import DifficultyEstimator, Estimate
@@ -41,6 +43,7 @@ class Plan:
     difficulty: float | None = None
     difficulty_bin: str | None = None
     probe: Estimate | None = None
+    task_type: TaskType | None = None
 
     def record(self, kind: str, caller: str, include_usage: bool, background: bool) -> dict[str, object]:
         """What the job hash stores so any gateway replica can format the reply later."""
@@ -57,6 +60,7 @@ class Plan:
             "degraded_by": self.degraded_by,
             "difficulty": self.difficulty,
             "difficulty_bin": self.difficulty_bin,
+            "task_type": self.task_type,
             "strategy": self.route.strategy,
             "n": self.route.n,
             "verifier": self.route.verifier or "",
@@ -184,12 +188,13 @@ class Planner:
 
         job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
         plan = Plan(job, self.table.route(decision.effort, None), requested, decision.effort, decision.degraded_by)
-        if not pinned and self.table.needs_difficulty(decision.effort) and self.estimator is not None:
+        plan.task_type = task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
+        if not pinned and self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
             estimate = await self.estimator.estimate(req.model, messages, prompt)
             plan.probe = estimate
             plan.difficulty = estimate.difficulty
             plan.difficulty_bin = self.table.bin_of(estimate.difficulty)
-        plan.route = apply_overrides(self.table.route(decision.effort, plan.difficulty_bin), req.ttc)
+        plan.route = apply_overrides(self.table.route(decision.effort, plan.difficulty_bin, task), req.ttc)
         self._fill(plan, req)
         self.validate_job(plan.job)
         return plan

@@ -182,6 +182,7 @@ class TTCReport(BaseModel):
     degraded_by: list[str] = Field(default_factory=list, description="Admission signals that lowered the effort.")
     difficulty: float | None = None
     difficulty_bin: str | None = None
+    task_type: str | None = Field(None, description="arithmetic, math_word, code or open: what the router saw.")
     candidates_generated: int = 0
     verifier_verdict: VerifierVerdict | None = None
     termination: str = ""

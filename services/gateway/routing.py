@@ -1,18 +1,24 @@
-"""The routing table: (effort, difficulty bin) → strategy and budget, loaded from a versioned file.
+"""The routing table: (task type, effort, difficulty bin) → strategy and budget, from a versioned file.
 
 The table is data, not code, so the load-test issue can recalibrate it (and the difficulty
-estimator it names) without touching the gateway. It is validated completely at start-up:
-a table that names an unknown effort, strategy or bin fails loudly there, not on a request.
+estimator it names, with its fitted parameters) without touching the gateway. It is validated
+completely at start-up: a table that names an unknown task type, effort, strategy or bin, or
+whose estimator parameters do not fit the gateway's features, fails loudly there, not on a
+request. ``routes`` serve every task type; ``task_routes`` override them per task type and
+effort, and are the only place program-of-thought may appear (for the task types where
+execution decides the answer).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.common.difficulty_features import FEATURE_DIM, FEATURE_SET
+from services.common.task_type import EXECUTABLE_TASKS, TaskType, strategy_allowed
 from services.gateway.effort import EFFORTS
 from services.gateway.protocol import Effort, StrategyName, TTCOptions, VerifierName
 
@@ -33,11 +39,51 @@ class Route(_Strict):
     params: dict[str, float | int | str | bool] = Field(default_factory=dict)
 
 
+class RidgeParams(_Strict):
+    """A fitted ridge (``services.evaluation.calibration.RidgeEstimator.to_json``):
+    difficulty = clip(((x - mean) / scale) · weights + bias, 0, 1)."""
+
+    kind: Literal["ridge"] = "ridge"
+    alpha: float = Field(..., ge=0)
+    bias: float
+    weights: list[float]
+    mean: list[float]
+    scale: list[float]
+
+    @model_validator(mode="after")
+    def _shapes(self) -> RidgeParams:
+        for name in ("weights", "mean", "scale"):
+            if len(getattr(self, name)) != FEATURE_DIM:
+                raise ValueError(f"ridge.{name} has {len(getattr(self, name))} values; the features have {FEATURE_DIM}")
+        if any(not s > 0 for s in self.scale):
+            raise ValueError("ridge.scale values must be positive")
+        return self
+
+
 class EstimatorSpec(_Strict):
-    kind: Literal["probe", "none"] = "probe"
+    """``probe``: a few short policy samples (their tokens are counted); ``embedding``: a ridge
+    over the prompt's MiniLM embedding and text features (no tokens); ``none``: no estimate."""
+
+    kind: Literal["probe", "embedding", "none"] = "probe"
     samples: int = Field(3, ge=2, le=16)
     max_tokens: int = Field(48, ge=1, le=1024)
     temperature: float = Field(0.8, ge=0, le=2)
+    features: str | None = Field(None, description=f"embedding only: the feature layout, {FEATURE_SET!r}.")
+    ridge: RidgeParams | None = Field(None, description="embedding only: the fitted parameters.")
+
+    @model_validator(mode="after")
+    def _embedding_params(self) -> EstimatorSpec:
+        if self.kind == "embedding":
+            if self.ridge is None:
+                raise ValueError("estimator kind 'embedding' needs its fitted 'ridge' parameters")
+            if self.features != FEATURE_SET:
+                raise ValueError(
+                    f"estimator.features is {self.features!r}, but this gateway computes {FEATURE_SET!r}: "
+                    "recalibrate with the current feature function"
+                )
+        elif self.ridge is not None or self.features is not None:
+            raise ValueError(f"'ridge' and 'features' belong to the 'embedding' estimator, not {self.kind!r}")
+        return self
 
 
 class DifficultyBin(_Strict):
@@ -45,12 +91,21 @@ class DifficultyBin(_Strict):
     max: float = Field(..., ge=0, le=1, description="Upper bound (inclusive) of the bin's difficulty in [0, 1].")
 
 
+EffortRoutes = dict[Effort, dict[str, Route]]
+
+
 class RoutingTable(_Strict):
     version: int = Field(..., ge=1)
     description: str = ""
+    provenance: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form: the data, model, date and report the table was calibrated on."
+    )
     estimator: EstimatorSpec = Field(default_factory=EstimatorSpec)
     difficulty_bins: list[DifficultyBin] = Field(..., min_length=1)
-    routes: dict[Effort, dict[str, Route]]
+    routes: EffortRoutes
+    task_routes: dict[TaskType, EffortRoutes] = Field(
+        default_factory=dict, description="Per task type, efforts whose routes replace those of 'routes'."
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> RoutingTable:
@@ -60,19 +115,29 @@ class RoutingTable(_Strict):
         if self.difficulty_bins[-1].max < 1.0:
             raise ValueError("the last difficulty bin must reach 1.0")
         for effort in EFFORTS:
-            bins = self.routes.get(effort)
-            if not bins:
+            if not self.routes.get(effort):
                 raise ValueError(f"routes has no entry for effort {effort!r}")
-            if ANY_BIN in bins:
-                if len(bins) != 1:
-                    raise ValueError(f"routes.{effort}: '*' cannot be combined with per-bin routes")
-            elif sorted(bins) != sorted(names):
-                raise ValueError(f"routes.{effort} must name every bin {names} or use '*'")
+        tables: list[tuple[str, EffortRoutes, TaskType | None]] = [("routes", self.routes, None)]
+        tables += [(f"task_routes.{t}", r, t) for t, r in self.task_routes.items()]
+        for where, routes, task_type in tables:
+            for effort, bins in routes.items():
+                _check_bins(f"{where}.{effort}", bins, names)
+                for name, route in bins.items():
+                    if not strategy_allowed(route.strategy, task_type):
+                        raise ValueError(
+                            f"{where}.{effort}.{name}: {route.strategy} only decides answers by execution, so it "
+                            f"may only be routed under task_routes for {sorted(EXECUTABLE_TASKS)}"
+                        )
         return self
 
-    def needs_difficulty(self, effort: Effort) -> bool:
-        """Whether routing ``effort`` depends on the difficulty estimate."""
-        return ANY_BIN not in self.routes[effort] and self.estimator.kind != "none"
+    def effort_routes(self, effort: Effort, task_type: TaskType | None = None) -> dict[str, Route]:
+        """The bins → route map for ``effort``: the task type's override, else the default."""
+        override = self.task_routes.get(task_type, {}) if task_type is not None else {}
+        return override.get(effort) or self.routes[effort]
+
+    def needs_difficulty(self, effort: Effort, task_type: TaskType | None = None) -> bool:
+        """Whether routing ``effort`` (for ``task_type``) depends on the difficulty estimate."""
+        return ANY_BIN not in self.effort_routes(effort, task_type) and self.estimator.kind != "none"
 
     def bin_of(self, difficulty: float) -> str:
         for b in self.difficulty_bins:
@@ -80,14 +145,24 @@ class RoutingTable(_Strict):
                 return b.name
         return self.difficulty_bins[-1].name
 
-    def route(self, effort: Effort, difficulty_bin: str | None) -> Route:
-        bins = self.routes[effort]
+    def route(self, effort: Effort, difficulty_bin: str | None, task_type: TaskType | None = None) -> Route:
+        """The route for a request; ``task_type`` None means the default ``routes``."""
+        bins = self.effort_routes(effort, task_type)
         if ANY_BIN in bins:
             return bins[ANY_BIN]
         if difficulty_bin is None:  # estimator disabled: take the middle bin
             names = [b.name for b in self.difficulty_bins]
             difficulty_bin = names[len(names) // 2]
         return bins[difficulty_bin]
+
+
+def _check_bins(where: str, bins: dict[str, Route], names: list[str]) -> None:
+    """Either one ``"*"`` route or one route per bin name, nothing else."""
+    if ANY_BIN in bins:
+        if len(bins) != 1:
+            raise ValueError(f"{where}: '*' cannot be combined with per-bin routes")
+    elif sorted(bins) != sorted(names):
+        raise ValueError(f"{where} must name every bin {names} or use '*' (it names {sorted(bins)})")
 
 
 def load_routing_table(path: str | Path) -> RoutingTable:

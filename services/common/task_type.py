@@ -1,0 +1,138 @@
+"""Which kind of task a prompt is, decided from its text alone (no model, no tokens).
+
+The task type decides which strategies may run: program-of-thought only pays, and is only
+honest, where running a program decides the answer - a bare calculation or a word problem
+asking for a quantity. Code requests have their own evidence (tests), and open-ended prompts
+have none that execution could give. The rules are deliberately plain regular expressions,
+checked in order, so a misrouted prompt can be explained by reading them:
+
+1. ``code``: a fenced code block, a line of code (``def``, ``class``, ``import``, ...), or a
+   request to write/complete/fix a function, program, script or query.
+2. ``open``: a request for a proof or an explanation (execution cannot decide it).
+3. ``arithmetic``: an expression (numbers joined by operators) or a named calculation on
+   numbers (GCD, square root, "15% of 80", "7 times 8", ...), unless the text is a story
+   problem (a quantity question after several sentences) or a stated math problem in which
+   the expression is part of the setting ("the number of ways to tile a 2 x 21 rectangle").
+4. ``math_word``: a question or instruction asking for a quantity (how many, how much, what
+   is the total, find the ..., the smallest value ...) with the numbers to work from.
+5. ``open``: everything else.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+TaskType = Literal["arithmetic", "math_word", "code", "open"]
+TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
+# Where executing a program decides the answer: the only task types program-of-thought may serve.
+EXECUTABLE_TASKS: frozenset[TaskType] = frozenset({"arithmetic", "math_word"})
+# Strategies whose answer is a program's output.
+EXECUTION_STRATEGIES = frozenset({"program_of_thought"})
+
+_F = re.IGNORECASE
+_CODE_BLOCK = re.compile(r"```")
+_CODE_LINE = re.compile(
+    r"^\s*(def \w+\s*\(|class \w+[(:]|import \w+|from [\w.]+ import |#include\b|public (static )?\S+ \w+\s*\(|"
+    r"function \w+\s*\(|fn \w+\s*\(|(const|let|var) \w+\s*=|SELECT .+ FROM )",
+    re.MULTILINE,
+)
+_LANGUAGE = r"(python|javascript|typescript|java|c\+\+|c#|golang|rust|ruby|php|kotlin|swift|bash|shell|sql)"
+_CODE_NOUN = r"(function|program|script|class|method|snippet|algorithm|query|regex|unit tests?|code)"
+# "write ... in Python", "implement a function that ...", "fix this code" (not "write about a python").
+_CODE_REQUEST = re.compile(
+    rf"\b(write|implement|complete|create|fix|debug|refactor|optimi[sz]e|generate|translate|port)\b"
+    rf"[^.?!\n]{{0,60}}?((?<!\ba )(?<!\bthe )\b{_LANGUAGE}\b|"
+    rf"\b{_CODE_NOUN}\s+(that|which|to|in|for|named|called|using)\b|\bcode\b)",
+    _F,
+)
+_LANGUAGE_NOUN = re.compile(rf"\b{_LANGUAGE}\s+{_CODE_NOUN}\b", _F)  # "this Python function", anywhere
+_PROOF = re.compile(r"\b(prove|proof|show that|explain why|explain how|justify|derive)\b", _F)
+
+_NUMBER = r"\(*-?\d[\d,]*(?:\.\d+)?\)*"
+_OPERATOR = r"(?:\*\*|[-+*/\u00d7\u00f7^]|\bx\b|\bmod\b)"  # \u00d7 \u00f7: times and divide signs
+_EXPRESSION = re.compile(rf"{_NUMBER}[a-z]?\s*{_OPERATOR}\s*{_NUMBER}")  # "2x + 3" counts too
+_DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")  # not expressions
+_NAMED_CALCULATION = re.compile(
+    r"\b(gcd|lcm|greatest common (divisor|factor)|least common multiple|square root|cube root|sqrt|factorial|"
+    r"prime factori[sz]ation|logarithm|log of|remainder when|modulo|solve for [a-z]|solve the equation)\b|"
+    r"\d\s*%\s*of\s*\d|\d\s*(times|plus|minus|multiplied by|divided by|to the power of|squared|cubed)\b",
+    _F,
+)
+# A question whose answer is a quantity: "how many ...", "what is the total ...".
+_QUANTITY_QUESTION = re.compile(
+    r"\bhow (many|much|long|far|old|fast|often|tall|heavy|big|large|wide|deep|high)\b|"
+    r"\bwhat (is|was|are|were|will be|would be) the (total|number|sum|average|mean|cost|price|value|area|"
+    r"perimeter|volume|probability|percentage|ratio|difference|remainder|speed|distance|amount|length|"
+    r"weight|age|profit|result|duration)\b|\bwhat percent(age)?\b|\bin total\b",
+    _F,
+)
+# An instruction to work a quantity out; weaker: "find the GCD of 24 and 36" is a bare calculation.
+_WORK_OUT = re.compile(r"\b(find|calculate|compute|determine|work out) (the|how|what)\b", _F)
+# Phrasing of a stated math problem (competition style), where an expression is part of the
+# setting rather than the thing to evaluate: "the number of ways to tile a 2 x 21 rectangle".
+_MATH_PROBLEM = re.compile(
+    r"\b(such that|(number of|how many) (ways|solutions|subsets|integers|pairs|triples|strings|sequences)|let [a-z]\b|"
+    r"for (all|every|each|real|integer|positive)\b|(smallest|largest|minimum|maximum|least|greatest) "
+    r"(possible )?(positive )?(value|number|integer|sum|product)|expected value|probability)",
+    _F,
+)
+_NUMBER_WORD = re.compile(
+    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
+    r"hundred|thousand|million|half|twice|double|triple|dozen)\b",
+    _F,
+)
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+_YEAR = re.compile(r"\b(in|since|by|from|until|of)\s+(1\d{3}|20\d{2})\b", _F)
+_SENTENCE_END = re.compile(r"[.?!](\s|$)")
+
+
+def _sentences(text: str) -> int:
+    return max(1, len(_SENTENCE_END.findall(text.strip())))
+
+
+def _numbers(text: str) -> int:
+    """Numbers in digits or words, not counting years ("in 1969" is a date, not a quantity)."""
+    text = _YEAR.sub(" ", text)
+    return len(_DIGITS.findall(text)) + len(_NUMBER_WORD.findall(text))
+
+
+def is_code(text: str) -> bool:
+    patterns = (_CODE_BLOCK, _CODE_LINE, _CODE_REQUEST, _LANGUAGE_NOUN)
+    return any(p.search(text) for p in patterns)
+
+
+def _asks_quantity(text: str) -> bool:
+    """A quantity question or instruction with the numbers to work from: at least two, or one
+    in a stated problem or a second sentence (so "How many moons does Jupiter have?" is not one)."""
+    numbers = _numbers(text)
+    return numbers >= 2 or (numbers >= 1 and (_sentences(text) >= 2 or bool(_MATH_PROBLEM.search(text))))
+
+
+def is_story_problem(text: str) -> bool:
+    """A quantity question after a story of several sentences: what GSM8K-style problems look like."""
+    return bool(_QUANTITY_QUESTION.search(text)) and _sentences(text) >= 2 and _asks_quantity(text)
+
+
+def is_calculation(text: str) -> bool:
+    """An expression or a named calculation on numbers (dates like 2024-01-15 are neither)."""
+    text = _DATE.sub(" ", text)
+    return bool(_EXPRESSION.search(text) or _NAMED_CALCULATION.search(text))
+
+
+def strategy_allowed(strategy: str, task_type: TaskType | None) -> bool:
+    """Whether ``strategy`` may serve ``task_type`` (None: any task type, so only what serves all)."""
+    return strategy not in EXECUTION_STRATEGIES or task_type in EXECUTABLE_TASKS
+
+
+def classify_task(text: str) -> TaskType:
+    """The task type of a prompt (see the module docstring for the rules, in order)."""
+    if is_code(text):
+        return "code"
+    if _PROOF.search(text):
+        return "open"
+    if is_calculation(text) and not is_story_problem(text) and not _MATH_PROBLEM.search(text):
+        return "arithmetic"
+    if any(p.search(text) for p in (_QUANTITY_QUESTION, _WORK_OUT, _MATH_PROBLEM)) and _asks_quantity(text):
+        return "math_word"
+    return "open"
