@@ -17,7 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "helm" / "ttc" / "values.schema.json"
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "helm" / "ttc" / "values.schema.json"
+sys.path.insert(0, str(ROOT))
+from services.policy.engines import ENGINE_MODULES  # noqa: E402  (stdlib only: no engine is imported)
 
 Schema = dict[str, Any]
 
@@ -170,7 +173,7 @@ def build() -> Schema:
             ),
             "policy": component(
                 {
-                    "engine": {"type": "string", "enum": ["llamacpp", "vllm", "openai"]},
+                    "engine": {"type": "string", "enum": list(ENGINE_MODULES)},
                     "model": NONEMPTY,
                     "gpus": {"type": "integer", "minimum": 0},
                     "vllm": obj(

@@ -11,29 +11,17 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 
-from services.common.errors import InvalidArgument
+from services.common.verifiers import ENSEMBLE, check_ensemble
 from services.verifier.base import VerifierInfo, VerifierKind
 from services.verifier.tasks import run_bounded
 from services.verifier.types import Outcome, Spend, Verdict, VerifyJob, WeightedName
 
-NAME = "ensemble"
+NAME = ENSEMBLE
 
 
 def validate_weights(members: Sequence[WeightedName], known: Callable[[str], bool]) -> None:
-    """Names known and not nested, weights finite and non-negative, at least one positive."""
-    if not members:
-        raise InvalidArgument("the ensemble verifier needs at least one weighted member", field="ensemble")
-    seen: set[str] = set()
-    for i, member in enumerate(members):
-        if member.name == NAME or not known(member.name):
-            raise InvalidArgument(f"unknown ensemble member {member.name!r}", field=f"ensemble[{i}].name")
-        if member.name in seen:
-            raise InvalidArgument(f"ensemble member {member.name!r} is listed twice", field=f"ensemble[{i}].name")
-        seen.add(member.name)
-        if not math.isfinite(member.weight) or member.weight < 0:
-            raise InvalidArgument("ensemble weights must be finite and >= 0", field=f"ensemble[{i}].weight")
-    if sum(m.weight for m in members) <= 0:
-        raise InvalidArgument("at least one ensemble weight must be positive", field="ensemble")
+    """The shared ensemble rule (``services/common/verifiers.py``), which the orchestrator applies too."""
+    check_ensemble([(m.name, m.weight) for m in members], known=known)
 
 
 def combine(members: Sequence[tuple[WeightedName, Outcome]], n_candidates: int) -> list[Verdict]:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from services.common.answers import extract_boxed
 from services.common.errors import InvalidArgument
+from services.common.verifiers import HARD_VERIFIERS, VERIFIER_NAMES, check_ensemble
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
 from services.orchestrator.interfaces import (
@@ -48,9 +49,6 @@ logger = logging.getLogger(__name__)
 # Engines take at most this many candidates per call (policy.proto SamplingParams.n).
 MAX_BATCH = 64
 
-VERIFIERS: tuple[str, ...] = ("math_equivalence", "format", "code_tests", "orm", "prm", "ensemble")
-# Verifiers with a hard, objective verdict: their "passed" means solved.
-HARD_VERIFIERS: tuple[str, ...] = ("math_equivalence", "code_tests", "format")
 
 Termination = Literal["solved", "budget", "deadline", "error", "completed", "cancelled"]
 
@@ -95,8 +93,10 @@ def read_verifier(
 ) -> VerifierChoice:
     """Validate the verifier a strategy will use and everything it requires, naming fields."""
     name = spec.verifier or default
-    if name not in VERIFIERS:
-        raise InvalidArgument(f"unknown verifier {name!r}; known: {', '.join(VERIFIERS)}", field="strategy.verifier")
+    if name not in VERIFIER_NAMES:
+        raise InvalidArgument(
+            f"unknown verifier {name!r}; known: {', '.join(VERIFIER_NAMES)}", field="strategy.verifier"
+        )
     aggregation = params.string("aggregation", default_aggregation, choices=AGGREGATIONS)
     format_pattern = params.string("format_pattern", "")
     code = params.mapping("code")
@@ -113,11 +113,8 @@ def read_verifier(
             raise InvalidArgument(
                 "verifier 'ensemble' needs strategy.params.ensemble {name: weight}", field="strategy.params.ensemble"
             )
-        for member, weight in raw_ensemble.items():
-            if member not in VERIFIERS or member == "ensemble":
-                raise InvalidArgument(f"unknown ensemble member {member!r}", field="strategy.params.ensemble")
-            if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-                raise InvalidArgument(f"weight of {member!r} must be >= 0", field="strategy.params.ensemble")
+        # The verifier's own rule (one place, services/common/verifiers.py): all-zero weights too.
+        check_ensemble([(str(k), v) for k, v in raw_ensemble.items()], field="strategy.params.ensemble", keyed=True)
         ensemble = tuple((str(k), float(v)) for k, v in raw_ensemble.items())
     return VerifierChoice(
         name=name,
@@ -409,7 +406,6 @@ class Context:
         for node_id, verdict in zip(node_ids, verdicts, strict=False):
             self.trace.get(node_id).score = verdict.score
         return verdicts
-
 
     async def run_program(self, code: str, node_id: str, *, wall_seconds: float) -> ProgramRun:
         """Run a model-written program in the sandbox; its time is charged and its outcome
