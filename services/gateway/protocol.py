@@ -26,6 +26,7 @@ StrategyName = Literal[
     "ab_mcts_m",
     "budget_forcing",
     "revision",
+    "program_of_thought",
 ]
 VerifierName = Literal["math_equivalence", "format", "code_tests", "orm", "prm", "ensemble"]
 
