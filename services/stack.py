@@ -111,11 +111,13 @@ def _served_model(port: int) -> str:
     """The first model the gateway serves, for copy-pasteable examples."""
     import json
 
+    from services.policy.settings import PolicySettings
+
     try:
         with urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
             return str(json.load(response)["data"][0]["id"])
     except (OSError, KeyError, IndexError, ValueError):
-        return "smollm2-135m"
+        return PolicySettings().model
 
 
 def _banner(port: int, model: str) -> str:

@@ -21,7 +21,7 @@ class PolicySettings(BaseSettings):
         description="Engine behind the policy service: llamacpp (embedded default), vllm or openai (remote).",
     )
     model: str = Field(
-        "smollm2-135m",
+        "qwen2.5-coder-0.5b",
         description="Model id from the registry (smollm2-135m, qwen2.5-coder-0.5b) or a filesystem path to a .gguf.",
     )
     models_dir: str = Field(

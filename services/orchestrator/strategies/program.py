@@ -51,28 +51,27 @@ PROGRAM_SYSTEM = (
     "You solve problems by writing a short Python 3 program. The program must compute the answer "
     "and print only the final answer (a number, or the requested value). Use exact arithmetic "
     "(integers, fractions.Fraction) where it helps, and round only if the question asks. Do not "
-    "read input. Write no comments and no explanation: reply with one ```python code block only."
+    "read input. Write no comments and no explanation: reply with one ```python code block only. "
+    "Ignore any other requested answer format: the program's printed output is the answer."
 )
-PROGRAM_INSTRUCTION = "Write a Python program that prints the answer to this problem."
+PROGRAM_INSTRUCTION = (
+    "Do not solve this by hand: reply with only a short ```python code block, without comments, "
+    "whose program computes and prints the answer."
+)
 # Programs print one value; long outputs are loops gone wrong.
 PROGRAM_MAX_TOKENS = 512
 
 
 def program_messages(problem: tuple[Message, ...]) -> tuple[Message, ...]:
-    """The problem's conversation with the program-writing instruction: our system message
-    (the caller's system text is kept as context) and the instruction on the last user turn."""
-    system = PROGRAM_SYSTEM
-    turns: list[Message] = []
-    for message in problem:
-        if message.role == "system":
-            system += "\n\nContext from the caller:\n" + message.content
-        else:
-            turns.append(message)
-    if turns and turns[-1].role == "user":
-        last = turns[-1]
-        turns[-1] = Message("user", f"{PROGRAM_INSTRUCTION}\n\n{last.content}")
-    elif turns and turns[0].role == "raw":
-        turns = [Message("user", f"{PROGRAM_INSTRUCTION}\n\n{turns[0].content}")]
+    """The problem's conversation with the program-writing instructions placed last, where a
+    small model follows them: the caller's system text first (as context: it may say how to
+    format a chain-of-thought answer, which a program must not do), then ours; the last user
+    turn gets the instruction after the problem."""
+    context = [m.content for m in problem if m.role == "system"]
+    turns = [m for m in problem if m.role != "system"]
+    system = ("Context from the caller:\n" + "\n\n".join(context) + "\n\n" if context else "") + PROGRAM_SYSTEM
+    if turns and turns[-1].role in ("user", "raw"):
+        turns[-1] = Message("user", f"{turns[-1].content}\n\n{PROGRAM_INSTRUCTION}")
     return (Message("system", system), *turns)
 
 
