@@ -23,14 +23,10 @@ from services.jobs.errors import JobError
 from services.orchestrator.budget import Budget, Limits
 from services.orchestrator.interfaces import RAW_PROMPT_ROLE, BudgetUsage, Message, Policy, ProgressEvent, Verifier
 from services.orchestrator.strategies import REGISTRY, build
-from services.orchestrator.strategies.base import (
-    Context,
-    Execution,
-    Sampling,
-    Strategy,
-    StrategyInput,
-    execute,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import Sampling, StrategyInput
+from services.orchestrator.strategies.context import Context
+from services.orchestrator.strategies.runner import Execution, execute
 from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
 ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]

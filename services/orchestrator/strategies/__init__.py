@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from services.common.errors import InvalidArgument
 from services.orchestrator.strategies.ab_mcts import ABMCTSA, ABMCTSM
-from services.orchestrator.strategies.base import Strategy, StrategyInput
+from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.best_of_n import BestOfN
 from services.orchestrator.strategies.budget_forcing import BudgetForcing
+from services.orchestrator.strategies.config import StrategyInput
 from services.orchestrator.strategies.mcts import MCTS
 from services.orchestrator.strategies.program import ProgramOfThought
 from services.orchestrator.strategies.revision import Revision

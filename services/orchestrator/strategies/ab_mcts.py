@@ -32,18 +32,12 @@ import numpy as np
 
 from services.orchestrator.interfaces import Verdict
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    GenRequest,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    VerifierChoice,
-    read_n,
-    read_verifier,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context, GenRequest
+from services.orchestrator.strategies.results import Choice, Outcome
 from services.orchestrator.strategies.revision import refine_messages
+from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 GEN = -1
 

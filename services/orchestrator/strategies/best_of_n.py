@@ -9,16 +9,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    VerifierChoice,
-    read_n,
-    read_verifier,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context
+from services.orchestrator.strategies.results import Choice, Outcome
+from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ from typing import ClassVar
 
 from services.common.errors import InvalidArgument
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import Choice, Context, Outcome, Strategy, StrategyInput, read_n
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context
+from services.orchestrator.strategies.results import Choice, Outcome
 
 
 @dataclass(frozen=True)

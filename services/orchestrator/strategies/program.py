@@ -31,18 +31,12 @@ from services.common.answers import extract_code, normalize_for_vote, program_an
 from services.common.errors import InvalidArgument
 from services.orchestrator.interfaces import Message
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    Generated,
-    GenRequest,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    question_text,
-    read_n,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context, Generated, GenRequest
+from services.orchestrator.strategies.results import Choice, Outcome
 from services.orchestrator.strategies.stopping import should_stop, wave_sizes
+from services.orchestrator.strategies.text import question_text
 
 Mode = Literal["program", "hybrid"]
 MODES: tuple[str, ...] = ("program", "hybrid")

@@ -16,18 +16,11 @@ from typing import ClassVar
 
 from services.orchestrator.interfaces import Message, Verdict
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    Generated,
-    GenRequest,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    VerifierChoice,
-    read_n,
-    read_verifier,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context, Generated, GenRequest
+from services.orchestrator.strategies.results import Choice, Outcome
+from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 _FEEDBACK_CHARS = 2000
 

@@ -27,17 +27,12 @@ from typing import ClassVar
 
 from services.orchestrator.interfaces import Aggregation
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    GenRequest,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    VerifierChoice,
-    read_verifier,
-    states_final_answer,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput
+from services.orchestrator.strategies.context import Context, GenRequest
+from services.orchestrator.strategies.results import Choice, Outcome
+from services.orchestrator.strategies.text import states_final_answer
+from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
 @dataclass

@@ -21,20 +21,13 @@ from typing import ClassVar
 from services.common.answers import normalize_for_vote, requested_decimals
 from services.orchestrator.interfaces import Candidate
 from services.orchestrator.params import Params
-from services.orchestrator.strategies.base import (
-    Choice,
-    Context,
-    Generated,
-    Outcome,
-    Strategy,
-    StrategyInput,
-    VerifierChoice,
-    read_n,
-    read_verifier,
-    question_text,
-    safe_mean,
-)
+from services.orchestrator.strategies.base import Strategy
+from services.orchestrator.strategies.config import StrategyInput, read_n
+from services.orchestrator.strategies.context import Context, Generated
+from services.orchestrator.strategies.results import Choice, Outcome
 from services.orchestrator.strategies.stopping import should_stop, wave_sizes
+from services.orchestrator.strategies.text import question_text, safe_mean
+from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
 @dataclass(frozen=True)
