@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from loadtests.grid import parse_cell
 from services.common.difficulty_features import FEATURE_SET
 from services.common.task_type import TaskType, classify_task
 from services.evaluation.calibration import (
@@ -42,8 +43,10 @@ from services.evaluation.calibration import (
     evaluate_adaptive,
     evaluate_fixed,
     fit_ridge,
+    pin_effort,
     problem_stats,
     quantile_edges,
+    single_sample_label,
     spearman,
     verdict,
 )
@@ -64,16 +67,13 @@ def _stats(
 
 
 def _route_json(choice: Choice, token_budget: int) -> dict[str, Any]:
-    name, _, rest = choice.config.partition(":")
-    route: dict[str, Any] = {"strategy": name, "n": 1, "token_budget": token_budget}
-    for option in filter(None, rest.split(":")):
-        key, _, value = option.partition("=")
-        if key == "n":
-            route["n"] = int(value)
-        elif key == "budget":
-            route["token_budget"] = int(value)
-        elif key == "verifier":
-            route["verifier"] = value
+    """A chosen configuration label (``name:n=4:mode=hybrid``) as a routing-table route."""
+    cell = parse_cell(choice.config)
+    route: dict[str, Any] = {"strategy": cell.strategy, "n": cell.n or 1, "token_budget": cell.token_budget or token_budget}
+    if cell.verifier:
+        route["verifier"] = cell.verifier
+    if cell.params:
+        route["params"] = dict(cell.params)
     return route
 
 
@@ -179,6 +179,7 @@ def calibrate(
         raise ValueError(f"calibration run {calibration_run} has only {len(cal)} scored problems; need >= 3")
     names = [b["name"] for b in table["difficulty_bins"]]
     edges = [(b["name"], float(b["max"])) for b in table["difficulty_bins"]]
+    single_label = single_sample_label(cal, single_label)
     budgets = effort_budgets(cal, single_label, multiples or BUDGET_MULTIPLES)
     task_of = {s.problem_id: classify_task(s.question) for s in cal}
     cal_y = np.array([1.0 - s.pass1 for s in cal])
@@ -195,6 +196,10 @@ def calibrate(
             "embedding", cal, difficulty, quantile_edges(cal_pred, names), budgets, task_of, min_task_problems
         )
         result["embedding_fit_spearman"] = spearman(cal_pred, cal_y)
+    for f in fitted.values():  # `none` is one greedy sample of the bare model, whatever is cheaper
+        pin_effort(f.routes, "none", cal, single_label)
+        for efforts in f.task_routes.values():
+            pin_effort(efforts, "none", cal, single_label)
     served = fitted["embedding" if model is not None else "probe"]
     max_tokens = {
         c: max(s.configs[c].tokens for s in cal if c in s.configs) for c in {c for s in cal for c in s.configs}

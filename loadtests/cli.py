@@ -193,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("new", type=Path)
     p.set_defaults(func=cmd_compare)
     from loadtests.full import add_full_parser
+    from loadtests.ladder import add_ladder_parser
 
     add_full_parser(sub, _run_args, _pricing_args)
+    add_ladder_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

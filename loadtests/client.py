@@ -31,6 +31,7 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
     ttft_s: float | None = None
     ttfa_s: float | None = None  # time to the first answer (content) token, progress excluded
     latency_s: float = 0.0
@@ -54,6 +55,8 @@ def _usage(reply: Reply, usage: Any) -> None:
     reply.completion_tokens = int(usage.completion_tokens or 0)
     details = getattr(usage, "completion_tokens_details", None)
     reply.reasoning_tokens = int(getattr(details, "reasoning_tokens", 0) or 0)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    reply.cached_tokens = int(getattr(prompt_details, "cached_tokens", 0) or 0)
 
 
 def error_kind(exc: BaseException) -> str:
@@ -144,5 +147,16 @@ def candidate_texts(trace: dict[str, Any]) -> list[str]:
     generating = [n for n in nodes if n.get("action") not in skip]
     parents = {str(n.get("parent_id") or n.get("parentId") or "") for n in generating}
     return [
-        str(n.get("text")) for n in generating if str(n.get("id")) not in parents and str(n.get("text") or "").strip()
+        _candidate_text(n) for n in generating if str(n.get("id")) not in parents and str(n.get("text") or "").strip()
     ]
+
+
+def _candidate_text(node: dict[str, Any]) -> str:
+    """A node's answer as a sample: a program-of-thought node's answer is what its program
+    printed (its vote key), not the last number in the code; a program that crashed or printed
+    nothing is a sample without an answer."""
+    execution = node.get("execution")
+    if isinstance(execution, dict):
+        answer = str(execution.get("answer") or "")
+        return f"The answer is {answer}." if answer else "The program printed no answer."
+    return str(node.get("text"))

@@ -24,6 +24,11 @@ from services.evaluation.records import RequestRecord
 
 # Default effort budgets, in multiples of one single-sample request's mean tokens.
 BUDGET_MULTIPLES = {"none": 1.0, "minimal": 1.0, "low": 2.0, "medium": 4.0, "high": 8.0, "xhigh": 16.0}
+# What one prompt (prefill) token costs in generated (decode) tokens: the ratio of the default
+# prices in EvaluationSettings (0.05 vs 0.20 USD per million). Configuration costs are priced
+# in generated-token equivalents, so a verifier that prefills long judge prompts is not
+# charged as if it had decoded them.
+PREFILL_WEIGHT = 0.25
 
 
 @dataclass
@@ -31,8 +36,10 @@ class ConfigStats:
     """One pinned configuration's measured outcome on one problem (means over its requests)."""
 
     accuracy: float
-    tokens: float  # prompt + completion per request
+    tokens: float  # cost per request in generated-token equivalents: generated + prefill_weight * prompt
     requests: int
+    prompt_tokens: float = 0.0  # mean prefill tokens per request (policy, judges, probe)
+    generated_tokens: float = 0.0  # mean decoded tokens per request
 
 
 @dataclass
@@ -58,9 +65,13 @@ def agreement_difficulty(answers: Sequence[str | None]) -> float:
 
 
 def problem_stats(
-    records: Sequence[RequestRecord], questions: Mapping[str, str], probe_samples: int = 3
-) -> dict[str, ProblemStats]:
+    records: Sequence[RequestRecord], questions: Mapping[str, str], probe_samples: int = 3,
+    prefill_weight: float = PREFILL_WEIGHT,
+) -> dict[str, ProblemStats]:  # fmt: skip
     """Per problem: every pinned configuration's accuracy and tokens, pass@1 and a probe value.
+
+    A configuration's ``tokens`` prices prefill and decode apart: generated tokens plus
+    ``prefill_weight`` times prompt tokens (1.0 weighs them alike).
 
     The probe value is the gateway's reported difficulty when a routed request measured one;
     otherwise the agreement of the problem's first ``probe_samples`` candidates/samples.
@@ -78,10 +89,14 @@ def problem_stats(
             if r.strategy_pinned:
                 per_config[r.strategy_pinned].append(r)
         for label, group in per_config.items():
+            prompt = float(np.mean([r.prompt_tokens for r in group]))
+            generated = float(np.mean([r.completion_tokens for r in group]))
             stats.configs[label] = ConfigStats(
                 accuracy=float(np.mean([bool(r.correct) for r in group])),
-                tokens=float(np.mean([r.total_tokens for r in group])),
+                tokens=generated + prefill_weight * prompt,
                 requests=len(group),
+                prompt_tokens=prompt,
+                generated_tokens=generated,
             )
         singles: list[tuple[str | None, bool]] = []
         for r in recs:
@@ -250,6 +265,27 @@ def _best(stats: Sequence[ProblemStats], configs: Sequence[str], budget: float) 
     if cheapest is None:
         raise ValueError("no configuration was measured on these problems")
     return best or cheapest  # nothing fits: the cheapest is the honest fallback
+
+
+def pin_effort(routes: dict[str, dict[str, Choice]], effort: str, stats: Sequence[ProblemStats], config: str) -> None:
+    """Route every bin of ``effort`` to ``config``, whatever the budget search preferred: the
+    ladder's ``none`` rung is one greedy sample of the bare model, the cheapest honest answer
+    (PRIMER §8), even where a tool-using configuration would be cheaper."""
+    if effort in routes:
+        choice = _best(stats, [config], float("inf"))
+        routes[effort] = {name: choice for name in routes[effort]}
+
+
+def single_sample_label(stats: Sequence[ProblemStats], preferred: str = "single") -> str:
+    """The measured single-sample configuration: ``preferred`` if measured, else the first
+    ``single…`` label (``single:greedy=true``)."""
+    labels = sorted({c for s in stats for c in s.configs})
+    if preferred in labels:
+        return preferred
+    singles = [label for label in labels if label.partition(":")[0] == "single"]
+    if not singles:
+        raise ValueError(f"no single-sample configuration among the measured ones: {labels}")
+    return singles[0]
 
 
 # --- held-out evaluation ---------------------------------------------------------------------------

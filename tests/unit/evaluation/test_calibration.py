@@ -78,3 +78,24 @@ def test_problem_stats_ignore_errors_and_use_gateway_difficulty() -> None:
     assert out["a"].configs["single"].requests == 1
     assert out["a"].probe_difficulty == 0.25
     assert out["a"].pass1 == 0.5
+
+
+def test_none_is_pinned_to_the_greedy_single_sample_even_when_a_tool_is_cheaper() -> None:
+    from services.evaluation.calibration import pin_effort, single_sample_label
+
+    pool = []
+    for i in range(4):
+        s = ProblemStats(f"p{i}", f"p{i}", 1, probe_difficulty=0.5)
+        s.configs = {"single:greedy=true": ConfigStats(0.0, 200, 1), "program_of_thought:n=1": ConfigStats(1.0, 60, 1)}
+        pool.append(s)
+    label = single_sample_label(pool)
+    assert label == "single:greedy=true"
+    bins = {s.problem_id: "medium" for s in pool}
+    budgets = effort_budgets(pool, label, {"none": 1.0, "low": 2.0})
+    routes = choose_routes(pool, bins, EDGES, budgets, task_type="arithmetic")
+    assert routes["none"]["medium"].config == "program_of_thought:n=1"  # what the budget search alone picks
+    pin_effort(routes, "none", pool, label)
+    assert {c.config for c in routes["none"].values()} == {label}
+    assert routes["low"]["medium"].config == "program_of_thought:n=1"
+    with pytest.raises(ValueError, match="single-sample"):
+        single_sample_label([ProblemStats("x", "x", 1)])
