@@ -55,7 +55,9 @@ class GatewayStack:
         self.policy.wait_until(lambda: grpc_healthy(self.policy_target), timeout=300)
         return self.policy
 
-    def start_worker(self, concurrency: int = 4) -> ServiceProcess:
+    def start_worker(self, concurrency: int = 4, extra: dict[str, str] | None = None) -> ServiceProcess:
+        """A worker on the stack's queue; ``extra`` overrides its settings (say, another verifier target).
+        By default its verifier target is a port nothing listens on: a verifier outage."""
         metrics_port, grpc_port = free_port(), free_port()
         env = {
             **self._common(),
@@ -71,6 +73,7 @@ class GatewayStack:
             "TTC_ORCHESTRATOR_LEASE_TTL_S": "3",
             "TTC_ORCHESTRATOR_WORKER_NAME": f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}",
             **self.worker_env,
+            **(extra or {}),
         }
         worker = ServiceProcess("orchestrator", env).start()
         worker.wait_until(lambda: bool(re.search(r"ready\.", worker.log())), timeout=120)
