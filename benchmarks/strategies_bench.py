@@ -319,13 +319,18 @@ class Row:
     selected: int = 0
     errors: int = 0
     generated_tokens: int = 0
-    verifier_tokens: int = 0
+    verifier_prompt_tokens: int = 0  # judge prompts the engine prefilled
+    verifier_generated_tokens: int = 0
     seconds: float = 0.0
     pools: list[list[bool]] = field(default_factory=list)
     pool_answers: list[list[str]] = field(default_factory=list)
     terminations: dict[str, int] = field(default_factory=dict)
     replays: int = 0
     replays_matched: int = 0
+
+    @property
+    def verifier_tokens(self) -> int:
+        return self.verifier_prompt_tokens + self.verifier_generated_tokens
 
 
 async def run_one(
@@ -365,7 +370,8 @@ async def run_one(
     row.terminations[term] = row.terminations.get(term, 0) + 1
     row.errors += result.termination == orchestrator_pb2.TERMINATION_ERROR
     row.generated_tokens += result.budget_used.generated_tokens
-    row.verifier_tokens += result.budget_used.verifier_tokens
+    row.verifier_prompt_tokens += result.budget_used.verifier_prompt_tokens
+    row.verifier_generated_tokens += result.budget_used.verifier_generated_tokens
     row.seconds += wall
     if name in PARALLEL:
         samples = [n.text for n in trace.nodes if n.action == "generate"]
@@ -455,7 +461,8 @@ def report(rows: dict[str, Row], args: argparse.Namespace) -> dict[str, Any]:
             if pm
             else None,
             "generated_tokens": tokens,
-            "verifier_tokens": row.verifier_tokens / row.problems,
+            "verifier_prompt_tokens": row.verifier_prompt_tokens / row.problems,
+            "verifier_generated_tokens": row.verifier_generated_tokens / row.problems,
             "wall_seconds": row.seconds / row.problems,
             "accuracy_per_1k_tokens": eff,
             "relative_to_best_of_n": rel,

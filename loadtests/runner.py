@@ -148,6 +148,7 @@ async def _record(
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
         reasoning_tokens=reply.reasoning_tokens,
+        cached_tokens=reply.cached_tokens,
         ttft_s=reply.ttft_s,
         ttfa_s=reply.ttfa_s,
         latency_s=reply.latency_s,

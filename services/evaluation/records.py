@@ -21,7 +21,9 @@ Outcome = Literal["correct", "wrong", "error"]
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
 PROBLEMS_FILE = "problems.jsonl"
-SCHEMA_VERSION = 1
+# 2: ``completion_tokens`` no longer holds verifier judge prompts (they are prompt tokens now);
+# ``cached_tokens`` recorded. Schema-1 records are migrated when read (:meth:`RequestRecord.from_dict`).
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -48,9 +50,13 @@ class RequestRecord:
     termination: str = ""
     verifier_verdict: str = ""
     finish_reason: str = ""
+    # The response's usage: every token an engine processed as input for the request (prefill),
+    # the part of those served from a prefix cache, and every token generated (decode), of
+    # which reasoning_tokens were not in the visible answer. Priced apart in reports.
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
     ttft_s: float | None = None  # first streamed delta (reasoning progress or answer)
     ttfa_s: float | None = None  # first answer-content delta
     latency_s: float = 0.0
@@ -69,6 +75,11 @@ class RequestRecord:
         return self.prompt_tokens + self.completion_tokens
 
     @property
+    def generated_tokens(self) -> int:
+        """Decoded tokens (OpenAI's ``completion_tokens``)."""
+        return self.completion_tokens
+
+    @property
     def cell(self) -> tuple[str, str]:
         """The grid cell this request belongs to: (effort requested, strategy label)."""
         return self.effort_requested, self.strategy_pinned or "auto"
@@ -81,7 +92,26 @@ class RequestRecord:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["candidates"] = [(a, bool(c)) for a, c in kwargs.get("candidates", [])]
+        if int(kwargs.get("schema", 1)) < 2:
+            _migrate_v1(kwargs)
         return cls(**kwargs)
+
+
+def _migrate_v1(kwargs: dict[str, Any]) -> None:
+    """Schema 1 billed generative verifiers' judge prompts as completion tokens: the gateway
+    added ``budget_used.verifier_tokens`` (judge prompt + judge completion; the judges scored
+    without generating, so all of it prompt) to ``completion_tokens`` and to the reasoning
+    tokens. Move it to ``prompt_tokens`` so old runs price prefill and decode like new ones."""
+    used = dict(kwargs.get("budget_used") or {})
+    completion = int(kwargs.get("completion_tokens", 0))
+    moved = min(completion, max(0, int(used.get("verifier_tokens") or 0)))
+    if moved:
+        kwargs["completion_tokens"] = completion - moved
+        kwargs["prompt_tokens"] = int(kwargs.get("prompt_tokens", 0)) + moved
+        kwargs["reasoning_tokens"] = max(0, int(kwargs.get("reasoning_tokens", 0)) - moved)
+        used.setdefault("verifier_prompt_tokens", moved)
+        kwargs["budget_used"] = used
+    kwargs["schema"] = SCHEMA_VERSION
 
 
 class RecordWriter:

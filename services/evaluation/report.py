@@ -20,7 +20,10 @@ from services.evaluation.records import RequestRecord
 
 @dataclass(frozen=True)
 class Pricing:
-    """Per-token prices (USD per million) or a per-accelerator-hour price."""
+    """Per-token prices (USD per million) or a per-accelerator-hour price. Prefill and decode
+    are priced apart: ``prompt_per_mtok`` for every token an engine processed as input
+    (policy, verifier judge and probe prompts), ``completion_per_mtok`` for every token it
+    generated."""
 
     mode: str = "tokens"  # "tokens" | "gpu_hour"
     prompt_per_mtok: float = 0.05
@@ -65,7 +68,8 @@ class Row:
     k: int
     truncated: float | None  # share of answered requests cut at max_tokens (finish_reason "length")
     mean_tokens: float
-    mean_completion_tokens: float
+    mean_prompt_tokens: float  # prefill: every prompt token an engine processed, judges' included
+    mean_completion_tokens: float  # decode: every generated token
     mean_reasoning_tokens: float
     tokens_per_correct: float | None
     cost_per_correct: float | None
@@ -135,6 +139,7 @@ def summarize_group(effort: str, strategy: str, level: str, records: Sequence[Re
         k=ledger.k if ledger else 0,
         truncated=sum(r.finish_reason == "length" for r in valid) / len(valid) if valid else None,
         mean_tokens=tokens / n,
+        mean_prompt_tokens=sum(r.prompt_tokens for r in records) / n,
         mean_completion_tokens=sum(r.completion_tokens for r in records) / n,
         mean_reasoning_tokens=sum(r.reasoning_tokens for r in records) / n,
         # Every request's tokens count, including failed and wrong ones: that is the real cost.

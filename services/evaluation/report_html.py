@@ -30,6 +30,8 @@ _COLUMNS: list[tuple[str, str, str]] = [
     ("coverage", "coverage", "p"),
     ("truncated", "cut at max_tokens", "p"),
     ("mean_tokens", "tokens/req", "f0"),
+    ("mean_prompt_tokens", "prompt tok/req", "f0"),
+    ("mean_completion_tokens", "generated tok/req", "f0"),
     ("mean_reasoning_tokens", "reasoning tok/req", "f0"),
     ("tokens_per_correct", "tokens/correct", "f0"),
     ("cost_per_correct", "$/correct", "e"),

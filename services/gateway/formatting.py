@@ -1,10 +1,13 @@
 """Turning a job's ``SearchResult`` and stored record into OpenAI responses, usage and the ``ttc`` report.
 
-Accounting rule (OpenAI's): ``completion_tokens`` = answer tokens + ``reasoning_tokens``, and
-reasoning tokens are every hidden token the request cost - all candidates, search steps,
-verifier calls (their prompt and completion tokens) and the difficulty probe.
-``prompt_tokens`` counts every prompt token the engines processed for the request;
-``cached_tokens`` the part served from the prefix cache.
+Accounting rule: one meaning per count, the engines' own. The job's ``BudgetUse`` (with the
+gateway's probe filled in, :func:`budget_use_of`) is broken down by role (:func:`spend_of`:
+policy, verifier, probe, sandbox) and ``usage`` is the sum over the token roles:
+``prompt_tokens`` = every token an engine processed as input (policy prompts, verifier judge
+prompts and scored continuations, the probe's prompt), ``cached_tokens`` the part of those
+served from a prefix cache, ``completion_tokens`` = every token an engine generated, and
+``reasoning_tokens`` = the generated tokens not in the visible answer (OpenAI's rule:
+``completion_tokens`` = answer tokens + ``reasoning_tokens``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from services.gateway.protocol import (
     Effort,
     JobErrorReport,
     PromptTokensDetails,
+    RoleTokens,
+    SandboxSpend,
+    SpendByRole,
     TTCReport,
     Usage,
     VerifierVerdict,
@@ -45,13 +51,48 @@ def termination_name(result: orchestrator_pb2.SearchResult) -> str:
     return _TERMINATION.get(result.termination, "unspecified")
 
 
-def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> Usage:
-    used = result.budget_used
+def budget_use_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> orchestrator_pb2.BudgetUse:
+    """The job's spend with the gateway's difficulty probe (from the job record) filled in."""
+    used = orchestrator_pb2.BudgetUse()
+    used.CopyFrom(result.budget_used)
     probe = record.get("probe") or {}
-    completion = used.generated_tokens + used.verifier_tokens + int(probe.get("generated_tokens", 0))
+    used.probe_prompt_tokens = max(0, int(probe.get("prompt_tokens", 0)))
+    used.probe_cached_tokens = max(0, int(probe.get("cached_tokens", 0)))
+    used.probe_generated_tokens = max(0, int(probe.get("generated_tokens", 0)))
+    return used
+
+
+def budget_used_of(used: orchestrator_pb2.BudgetUse) -> BudgetUsed:
+    """``BudgetUse`` field for field as the response's ``ttc.budget_used``."""
+    return BudgetUsed(**{f.name: getattr(used, f.name) for f in used.DESCRIPTOR.fields})
+
+
+def spend_of(used: orchestrator_pb2.BudgetUse) -> SpendByRole:
+    return SpendByRole(
+        policy=RoleTokens(
+            prompt_tokens=used.prompt_tokens, cached_tokens=used.cached_tokens, generated_tokens=used.generated_tokens
+        ),
+        verifier=RoleTokens(
+            prompt_tokens=used.verifier_prompt_tokens,
+            cached_tokens=used.verifier_cached_tokens,
+            generated_tokens=used.verifier_generated_tokens,
+        ),
+        probe=RoleTokens(
+            prompt_tokens=used.probe_prompt_tokens,
+            cached_tokens=used.probe_cached_tokens,
+            generated_tokens=used.probe_generated_tokens,
+        ),
+        sandbox=SandboxSpend(runs=used.sandbox_runs, seconds=used.sandbox_seconds),
+    )
+
+
+def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> Usage:
+    spend = spend_of(budget_use_of(result, record))
+    roles = (spend.policy, spend.verifier, spend.probe)
+    prompt = sum(r.prompt_tokens for r in roles)
+    cached = sum(r.cached_tokens for r in roles)
+    completion = sum(r.generated_tokens for r in roles)
     answer = min(result.answer_tokens, completion)
-    prompt = used.prompt_tokens + int(probe.get("prompt_tokens", 0))
-    cached = used.cached_tokens + int(probe.get("cached_tokens", 0))
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
@@ -62,8 +103,7 @@ def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> U
 
 
 def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> TTCReport:
-    used = result.budget_used
-    probe = record.get("probe") or {}
+    used = budget_use_of(result, record)
     verdict = None
     verifier = (record.get("verifier") or "") if isinstance(record.get("verifier"), str) else ""
     if result.verifier_score or result.verifier_passed or verifier:
@@ -86,16 +126,8 @@ def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> 
         verifier_verdict=verdict,
         termination=termination_name(result),
         budget=BudgetReport(**(record.get("budget") or {})),
-        budget_used=BudgetUsed(
-            generated_tokens=used.generated_tokens,
-            prompt_tokens=used.prompt_tokens,
-            cached_tokens=used.cached_tokens,
-            policy_calls=used.policy_calls,
-            verifier_calls=used.verifier_calls,
-            verifier_tokens=used.verifier_tokens,
-            probe_tokens=int(probe.get("generated_tokens", 0)) + int(probe.get("prompt_tokens", 0)),
-            wall_seconds=used.wall_seconds,
-        ),
+        budget_used=budget_used_of(used),
+        spend=spend_of(used),
         queue_wait_seconds=wait,
         error=_error_report(result),
     )

@@ -130,15 +130,18 @@ class CompletionRequest(_Sampling):
 
 
 class PromptTokensDetails(BaseModel):
-    cached_tokens: int = 0
+    cached_tokens: int = Field(0, description="Prompt tokens an engine served from its prefix cache.")
 
 
 class CompletionTokensDetails(BaseModel):
-    reasoning_tokens: int = 0
+    reasoning_tokens: int = Field(0, description="Generated tokens that are not in the visible answer.")
 
 
 class Usage(BaseModel):
-    """OpenAI usage; ``completion_tokens`` includes ``reasoning_tokens`` (every hidden token)."""
+    """OpenAI usage, summed over every engine call the request caused (``ttc.spend``'s roles):
+    ``prompt_tokens`` every token an engine processed as input (policy prompts, verifier judge
+    prompts, the probe's), ``completion_tokens`` every token an engine generated, of which
+    ``reasoning_tokens`` are the ones not in the visible answer."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -161,14 +164,46 @@ class BudgetReport(BaseModel):
 
 
 class BudgetUsed(BaseModel):
+    """``ttc.v1.BudgetUse`` field for field (its comments define each count; a unit test holds
+    the two equal). Unprefixed token fields are the policy's."""
+
     generated_tokens: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     policy_calls: int = 0
     verifier_calls: int = 0
-    verifier_tokens: int = 0
-    probe_tokens: int = 0
+    verifier_prompt_tokens: int = 0
+    verifier_cached_tokens: int = 0
+    verifier_generated_tokens: int = 0
+    probe_prompt_tokens: int = 0
+    probe_cached_tokens: int = 0
+    probe_generated_tokens: int = 0
+    sandbox_runs: int = 0
+    sandbox_seconds: float = 0.0
     wall_seconds: float = 0.0
+
+
+class RoleTokens(BaseModel):
+    """Tokens one role made an engine process: ``prompt_tokens`` as input (prefill, of which
+    ``cached_tokens`` came from the prefix cache) and ``generated_tokens`` decoded."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+
+
+class SandboxSpend(BaseModel):
+    runs: int = Field(0, description="Model-written programs run in the sandbox.")
+    seconds: float = Field(0.0, description="Their summed wall-clock time in the sandbox.")
+
+
+class SpendByRole(BaseModel):
+    """The request's spend by role; ``usage`` is the sum of the three token roles."""
+
+    policy: RoleTokens = Field(default_factory=RoleTokens, description="The search's candidates and steps.")
+    verifier: RoleTokens = Field(default_factory=RoleTokens, description="Generative judges (ORM, PRM).")
+    probe: RoleTokens = Field(default_factory=RoleTokens, description="The gateway's difficulty probe.")
+    sandbox: SandboxSpend = Field(default_factory=SandboxSpend)
 
 
 class TTCReport(BaseModel):
@@ -189,6 +224,7 @@ class TTCReport(BaseModel):
     termination: str = ""
     budget: BudgetReport = Field(default_factory=BudgetReport)
     budget_used: BudgetUsed = Field(default_factory=BudgetUsed)
+    spend: SpendByRole = Field(default_factory=SpendByRole)
     queue_wait_seconds: float = 0.0
     error: JobErrorReport | None = Field(
         None, description="The typed error a search stopped on (termination 'error' with the best answer so far)."

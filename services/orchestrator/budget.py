@@ -6,11 +6,13 @@ spent uncounted. When a limit is reached the context raises :class:`BudgetExhaus
 :class:`DeadlineReached`; the runner turns that into a clean stop with the best answer so far.
 
 Limits: ``max_generated_tokens`` caps the policy's completion tokens (the search's own
-reasoning). Verifier tokens (generative ORM/PRM prompt and completion tokens) are counted
-and reported in ``verifier_tokens`` and bounded by ``max_verifier_calls``, but do not eat
-into the generation budget — otherwise a verifier-heavy strategy would starve its own
-generator. A limit of 0 for calls or the deadline means "no limit"; the token limit must be
-positive (validated before the search starts).
+reasoning). Verifier tokens (generative ORM/PRM judge prompts the engine prefills, and any
+tokens a judge generates) are counted apart - ``verifier_prompt_tokens``,
+``verifier_cached_tokens``, ``verifier_generated_tokens`` - and bounded by
+``max_verifier_calls``, but do not eat into the generation budget — otherwise a
+verifier-heavy strategy would starve its own generator. A limit of 0 for calls or the
+deadline means "no limit"; the token limit must be positive (validated before the search
+starts).
 """
 
 from __future__ import annotations
@@ -84,7 +86,11 @@ class Budget:
         self.cached_tokens = 0
         self.policy_calls = 0
         self.verifier_calls = 0
-        self.verifier_tokens = 0
+        self.verifier_prompt_tokens = 0
+        self.verifier_cached_tokens = 0
+        self.verifier_generated_tokens = 0
+        self.sandbox_runs = 0
+        self.sandbox_seconds = 0.0
         self._reserved_tokens = 0
         self._calls_in_flight = 0
 
@@ -154,7 +160,14 @@ class Budget:
     def charge_verification(self, verification: Verification | None) -> None:
         self.verifier_calls += 1
         if verification is not None:
-            self.verifier_tokens += max(0, verification.prompt_tokens) + max(0, verification.completion_tokens)
+            self.verifier_prompt_tokens += max(0, verification.prompt_tokens)
+            self.verifier_cached_tokens += max(0, verification.cached_tokens)
+            self.verifier_generated_tokens += max(0, verification.completion_tokens)
+
+    def charge_execution(self, wall_seconds: float) -> None:
+        """A sandboxed program run: counted, and its time is spent from the deadline anyway."""
+        self.sandbox_runs += 1
+        self.sandbox_seconds += max(0.0, wall_seconds)
 
     def usage(self) -> BudgetUsage:
         return BudgetUsage(
@@ -163,6 +176,10 @@ class Budget:
             cached_tokens=self.cached_tokens,
             policy_calls=self.policy_calls,
             verifier_calls=self.verifier_calls,
-            verifier_tokens=self.verifier_tokens,
+            verifier_prompt_tokens=self.verifier_prompt_tokens,
+            verifier_cached_tokens=self.verifier_cached_tokens,
+            verifier_generated_tokens=self.verifier_generated_tokens,
+            sandbox_runs=self.sandbox_runs,
+            sandbox_seconds=round(self.sandbox_seconds, 6),
             wall_seconds=round(self.elapsed(), 6),
         )

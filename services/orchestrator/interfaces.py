@@ -105,13 +105,40 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Verification:
+    """Verdicts and what the judge's engine calls cost: ``prompt_tokens`` it prefilled (judge
+    prompts and scored continuations), ``cached_tokens`` of those from its prefix cache,
+    ``completion_tokens`` it generated."""
+
     verdicts: tuple[Verdict, ...]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
 
 class Verifier(Protocol):
     async def verify(self, call: VerifyCall) -> Verification: ...
+
+
+ExecStatus = Literal["ok", "runtime_error", "timeout", "memory_limit", "output_limit", "sandbox_error"]
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """One sandboxed run of a model-written program. ``status`` is the program's own outcome;
+    an unreachable sandbox is a ``ComponentError``, never a status."""
+
+    status: ExecStatus
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+class Executor(Protocol):
+    """Runs untrusted programs (the sandbox service in production, a fake in unit tests)."""
+
+    async def run(self, code: str, *, wall_seconds: float) -> ProgramRun: ...
 
 
 class ComponentError(Exception):
@@ -129,14 +156,24 @@ class ComponentError(Exception):
 
 @dataclass(frozen=True)
 class BudgetUsage:
-    """Everything a search has spent so far (mirrors ttc.v1.BudgetUse)."""
+    """Everything a search has spent so far: field for field ttc.v1.BudgetUse, whose comments
+    define each count (a unit test fails when the two differ). ``generated_tokens``,
+    ``prompt_tokens`` and ``cached_tokens`` are the policy's; the probe's fields stay 0 in the
+    orchestrator (the gateway runs the probe and fills them in)."""
 
     generated_tokens: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     policy_calls: int = 0
     verifier_calls: int = 0
-    verifier_tokens: int = 0
+    verifier_prompt_tokens: int = 0
+    verifier_cached_tokens: int = 0
+    verifier_generated_tokens: int = 0
+    probe_prompt_tokens: int = 0
+    probe_cached_tokens: int = 0
+    probe_generated_tokens: int = 0
+    sandbox_runs: int = 0
+    sandbox_seconds: float = 0.0
     wall_seconds: float = 0.0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from google.protobuf import json_format
 
@@ -21,7 +21,15 @@ from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import validation
 from services.jobs.errors import JobError
 from services.orchestrator.budget import Budget, Limits
-from services.orchestrator.interfaces import RAW_PROMPT_ROLE, BudgetUsage, Message, Policy, ProgressEvent, Verifier
+from services.orchestrator.interfaces import (
+    RAW_PROMPT_ROLE,
+    BudgetUsage,
+    Executor,
+    Message,
+    Policy,
+    ProgressEvent,
+    Verifier,
+)
 from services.orchestrator.strategies import REGISTRY, build
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import Sampling, StrategyInput
@@ -112,15 +120,8 @@ def validate_job(job: orchestrator_pb2.SearchJob) -> None:
 
 
 def usage_to_proto(usage: BudgetUsage) -> orchestrator_pb2.BudgetUse:
-    return orchestrator_pb2.BudgetUse(
-        generated_tokens=usage.generated_tokens,
-        prompt_tokens=usage.prompt_tokens,
-        cached_tokens=usage.cached_tokens,
-        policy_calls=usage.policy_calls,
-        verifier_calls=usage.verifier_calls,
-        verifier_tokens=usage.verifier_tokens,
-        wall_seconds=usage.wall_seconds,
-    )
+    """Field for field (``BudgetUsage`` mirrors ``BudgetUse``; a unit test holds them equal)."""
+    return orchestrator_pb2.BudgetUse(**asdict(usage))
 
 
 def _render_prompt(problem: tuple[Message, ...]) -> str:
@@ -150,7 +151,16 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         trace_id=job.job_id,
         error=_job_error(execution),
         answer_tokens=choice.answer_tokens if choice is not None else 0,
+        candidates_saved=ctx.early_stop_saved,
+        tokens_saved=_tokens_saved(ctx),
     )
+
+
+def _tokens_saved(ctx: Context) -> int:
+    """What the undrawn candidates would have cost, at the drawn candidates' mean length."""
+    if not ctx.early_stop_saved or not ctx.candidates_generated:
+        return 0
+    return round(ctx.early_stop_saved * ctx.budget.generated_tokens / ctx.candidates_generated)
 
 
 async def run_search(
@@ -161,6 +171,7 @@ async def run_search(
     *,
     is_cancelled: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
     """Run ``job``'s strategy under its budget. Never raises for policy/verifier failures or
     budget exhaustion: the result's ``termination`` says why it stopped and ``answer`` holds
@@ -187,6 +198,7 @@ async def run_search(
         sampling=prepared.sampling,
         on_progress=progress,
         is_cancelled=is_cancelled,
+        executor=executor,
     )
     execution = await execute(prepared.strategy, ctx)
     if execution.choice is not None:
@@ -203,7 +215,7 @@ async def run_search(
 
 
 async def replay(
-    trace: orchestrator_pb2.SearchTrace, policy: Policy, verifier: Verifier
+    trace: orchestrator_pb2.SearchTrace, policy: Policy, verifier: Verifier, executor: Executor | None = None
 ) -> tuple[ReplayComparison, orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
     """Re-run a stored trace's job with its recorded seed and compare the decisions made.
 
@@ -213,5 +225,5 @@ async def replay(
     job.CopyFrom(trace.job)
     if not job.HasField("seed") and trace.nodes:
         job.seed = trace.nodes[0].seed
-    result, replayed = await run_search(job, policy, verifier)
+    result, replayed = await run_search(job, policy, verifier, executor=executor)
     return compare_choices(list(trace.nodes), list(replayed.nodes)), result, replayed

@@ -76,7 +76,12 @@ class Verdict:
 
 @dataclass
 class Spend:
-    """Model tokens and calls a verifier spent (generative judges only)."""
+    """Model tokens and calls a verifier spent (generative judges only), as the engine counts
+    them: ``prompt_tokens`` every token it processed as input - a ``Score`` call prefills the
+    judge prompt *and* the scored continuations, so all of those are prompt tokens -
+    ``cached_tokens`` the part of those from its prefix cache, ``completion_tokens`` tokens it
+    generated (none for a ``Score``-based judge). The orchestrator reports them as the
+    request's verifier prompt / cached / generated tokens."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -103,7 +103,8 @@ def test_probe_difficulty_is_counted(client: Any) -> None:
     ttc = reply.model_extra["ttc"]
     assert ttc["difficulty"] is not None and 0.0 <= ttc["difficulty"] <= 1.0
     assert ttc["difficulty_bin"] in ("easy", "medium", "hard")
-    assert ttc["budget_used"]["probe_tokens"] > 0
+    assert ttc["budget_used"]["probe_generated_tokens"] > 0 and ttc["budget_used"]["probe_prompt_tokens"] > 0
+    assert ttc["spend"]["probe"]["generated_tokens"] == ttc["budget_used"]["probe_generated_tokens"]
     hidden = reply.usage.completion_tokens_details.reasoning_tokens
     assert reply.usage.completion_tokens >= ttc["budget_used"]["generated_tokens"] + 1
     assert hidden >= reply.usage.completion_tokens - 16

@@ -83,9 +83,10 @@ def test_calibrate_writes_the_zero_token_estimator_with_provenance(tmp_path: Pat
     assert set(held["estimator_spearman"]) == {"probe", "embedding"}
     assert provenance["heldout_spearman"] == held["estimator_spearman"]["embedding"]
     assert held["probe_tokens_charged"] > 0
-    # The embedding estimator is charged nothing: routed through single, a problem costs single's 100 tokens.
+    # The embedding estimator is charged nothing: routed through single, a problem costs single's 100 tokens
+    # (20 prompt + 80 generated), priced in generated-token equivalents: 80 + 0.25 * 20.
     none = next(r for r in held["adaptive"]["embedding"] if r["name"].startswith("adaptive[none"))
-    assert none["tokens"] == pytest.approx(100)
+    assert none["tokens"] == pytest.approx(85)
     assert json.loads((tmp_path / "out" / "difficulty_model.json").read_text())["kind"] == "ridge"
     assert "embedding" in html_section(result)
 

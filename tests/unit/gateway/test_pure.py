@@ -97,14 +97,15 @@ def test_agreement_difficulty() -> None:
 def test_usage_counts_every_hidden_token_as_reasoning() -> None:
     result = orchestrator_pb2.SearchResult(job_id="j", answer="42", answer_tokens=10)
     result.budget_used.generated_tokens = 100
-    result.budget_used.verifier_tokens = 30
+    result.budget_used.verifier_prompt_tokens = 30
+    result.budget_used.verifier_generated_tokens = 4
     result.budget_used.prompt_tokens = 50
     result.budget_used.cached_tokens = 20
     record = {"probe": {"prompt_tokens": 15, "generated_tokens": 12, "cached_tokens": 5}}
     usage = usage_of(result, record)
-    assert usage.completion_tokens == 100 + 30 + 12
+    assert usage.completion_tokens == 100 + 4 + 12
     assert usage.completion_tokens_details.reasoning_tokens == usage.completion_tokens - 10
-    assert usage.prompt_tokens == 65
+    assert usage.prompt_tokens == 50 + 30 + 15  # judge prompts are prompt tokens
     assert usage.prompt_tokens_details.cached_tokens == 25
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
 

@@ -41,10 +41,12 @@ def test_call_limits_and_deadline() -> None:
     with pytest.raises(BudgetExhausted):
         budget.reserve_policy_call(1, 1)
     budget.reserve_verifier_call()
-    budget.charge_verification(Verification((Verdict(0.5),), prompt_tokens=7, completion_tokens=3))
+    budget.charge_verification(Verification((Verdict(0.5),), prompt_tokens=7, completion_tokens=3, cached_tokens=2))
     with pytest.raises(BudgetExhausted):
         budget.reserve_verifier_call()
-    assert budget.usage().verifier_tokens == 10
+    used = budget.usage()
+    assert (used.verifier_prompt_tokens, used.verifier_cached_tokens, used.verifier_generated_tokens) == (7, 2, 3)
+    assert used.generated_tokens == 0  # judge tokens never count as the policy's
     now[0] = 6.0
     with pytest.raises(DeadlineReached):
         budget.check_deadline()

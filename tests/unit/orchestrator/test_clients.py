@@ -62,7 +62,7 @@ class FakeVerifier(verifier_pb2_grpc.VerifierServicer):
                 )
                 for c in request.candidates
             ],
-            usage=common_pb2.Usage(prompt_tokens=5, completion_tokens=1),
+            usage=common_pb2.Usage(prompt_tokens=5, completion_tokens=1, cached_tokens=2),
         )
 
 
@@ -91,7 +91,8 @@ async def test_adapters_map_requests_and_responses(services: tuple[FakePolicy, F
     assert request.model == "qwen" and request.sampling.n == 3 and len(request.sampling.seeds) == 3
     assert request.input.messages[0].content == "What is 6*7?"
     assert result.budget_used.generated_tokens == 21 and result.budget_used.cached_tokens == 3
-    assert result.budget_used.verifier_tokens == 6
+    used = result.budget_used
+    assert (used.verifier_prompt_tokens, used.verifier_cached_tokens, used.verifier_generated_tokens) == (5, 2, 1)
     vreq = fake_verifier.requests[0]
     assert vreq.verifier == "prm" and vreq.aggregation == verifier_pb2.STEP_AGGREGATION_PRODUCT
 

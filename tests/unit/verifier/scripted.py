@@ -13,7 +13,11 @@ from services.verifier.types import ExecResult, JudgePrompt, PolicyError, ScoreR
 
 @dataclass
 class ScriptedPolicy:
-    """Scores a continuation with ``logprob(prompt, continuation)``; each call spends fixed tokens."""
+    """Scores a continuation with ``logprob(prompt, continuation)``; each call spends fixed tokens.
+
+    Spend is reported as the policy service's ``Score`` reports it: the engine prefills the
+    judge prompt and every scored continuation, so all of it is prompt tokens (nothing is
+    generated)."""
 
     logprob: Callable[[JudgePrompt, str], float]
     prompt_tokens_per_call: int = 10
@@ -32,8 +36,7 @@ class ScriptedPolicy:
         if failure is not None:
             raise failure
         spend = Spend(
-            prompt_tokens=self.prompt_tokens_per_call,
-            completion_tokens=self.tokens_per_continuation * len(continuations),
+            prompt_tokens=self.prompt_tokens_per_call + self.tokens_per_continuation * len(continuations),
             policy_calls=1,
         )
         return ScoreResult([self.logprob(prompt, c) for c in continuations], spend)

@@ -33,7 +33,8 @@ async def test_orm_score_is_normalized_p_yes_for_every_candidate() -> None:
     assert out.verdicts[1].extracted_answer == "20"
     assert len(policy.calls) == 3 and all(c == ["Yes", "No"] for _, c in policy.calls)
     assert out.spend.policy_calls == 3
-    assert out.spend.prompt_tokens == 30 and out.spend.completion_tokens == 18
+    # Judge prompts and scored labels are prefilled, never generated: prompt tokens only.
+    assert out.spend.prompt_tokens == 3 * (10 + 2 * 3) and out.spend.completion_tokens == 0
 
 
 async def test_orm_judges_each_candidate_in_its_own_prompt() -> None:
@@ -108,7 +109,8 @@ async def test_prm_scores_every_prefix_of_every_candidate_in_one_call() -> None:
     good, bad = out.verdicts
     assert good.step_scores == pytest.approx([0.8, 0.8]) and good.score == pytest.approx(0.8) and good.passed
     assert bad.step_scores == pytest.approx([0.2, 0.8, 0.8]) and bad.score == pytest.approx(0.2) and not bad.passed
-    assert out.spend.policy_calls == 1 and out.spend.completion_tokens == 3 * 10
+    assert out.spend.policy_calls == 1 and out.spend.prompt_tokens == 10 + 3 * 10
+    assert out.spend.completion_tokens == 0
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -154,11 +154,13 @@ async def test_orm_usage_and_metrics(verifier: Running, policy: ScriptedPolicy) 
         verifier_pb2.VerifyRequest(verifier="orm", problem=PROBLEM, candidates=["42", "41", "\\boxed{42}"])
     )
     assert [v.score for v in reply.verdicts] == pytest.approx([0.7] * 3)
-    assert reply.usage.prompt_tokens == 30 and reply.usage.completion_tokens == 18
+    # What the judge's engine prefilled is prompt tokens; it generated nothing.
+    assert reply.usage.prompt_tokens == 3 * (10 + 2 * 3) and reply.usage.completion_tokens == 0
     text = httpx.get(f"http://127.0.0.1:{verifier.metrics_port}/metrics").text
     assert 'ttc_verifier_candidates_total{outcome="passed",verifier="orm"} 3.0' in text
     assert 'ttc_verifier_policy_calls_total{verifier="orm"} 3.0' in text
-    assert 'ttc_tokens_total{kind="prompt",model="default",service="verifier"} 30.0' in text
+    assert 'ttc_tokens_total{kind="prompt",model="default",service="verifier"} 48.0' in text
+    assert 'kind="generated"' not in text  # a Score-based judge generates nothing
 
 
 async def test_list_verifiers(verifier: Running) -> None:

@@ -96,25 +96,39 @@ class SearchJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ...) -> None: ...
 
 class BudgetUse(_message.Message):
-    __slots__ = ("generated_tokens", "prompt_tokens", "cached_tokens", "policy_calls", "verifier_calls", "verifier_tokens", "wall_seconds")
+    __slots__ = ("generated_tokens", "prompt_tokens", "cached_tokens", "policy_calls", "verifier_calls", "wall_seconds", "sandbox_runs", "sandbox_seconds", "verifier_prompt_tokens", "verifier_cached_tokens", "verifier_generated_tokens", "probe_prompt_tokens", "probe_cached_tokens", "probe_generated_tokens")
     GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     POLICY_CALLS_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_CALLS_FIELD_NUMBER: _ClassVar[int]
-    VERIFIER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROBE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROBE_CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROBE_GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     generated_tokens: int
     prompt_tokens: int
     cached_tokens: int
     policy_calls: int
     verifier_calls: int
-    verifier_tokens: int
     wall_seconds: float
-    def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., verifier_tokens: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
+    sandbox_runs: int
+    sandbox_seconds: float
+    verifier_prompt_tokens: int
+    verifier_cached_tokens: int
+    verifier_generated_tokens: int
+    probe_prompt_tokens: int
+    probe_cached_tokens: int
+    probe_generated_tokens: int
+    def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., sandbox_runs: _Optional[int] = ..., sandbox_seconds: _Optional[float] = ..., verifier_prompt_tokens: _Optional[int] = ..., verifier_cached_tokens: _Optional[int] = ..., verifier_generated_tokens: _Optional[int] = ..., probe_prompt_tokens: _Optional[int] = ..., probe_cached_tokens: _Optional[int] = ..., probe_generated_tokens: _Optional[int] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens")
+    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +141,8 @@ class SearchResult(_message.Message):
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ANSWER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_SAVED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_SAVED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     answer: str
     finish_reason: str
@@ -139,7 +155,9 @@ class SearchResult(_message.Message):
     trace_id: str
     error: str
     answer_tokens: int
-    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ...) -> None: ...
+    candidates_saved: int
+    tokens_saved: int
+    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "budget_used")
@@ -172,7 +190,7 @@ class GetTraceRequest(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class TraceNode(_message.Message):
-    __slots__ = ("id", "parent_id", "action", "text", "score", "visits", "seed", "tokens", "chosen")
+    __slots__ = ("id", "parent_id", "action", "text", "score", "visits", "seed", "tokens", "chosen", "execution")
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +200,7 @@ class TraceNode(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     action: str
@@ -191,7 +210,24 @@ class TraceNode(_message.Message):
     seed: int
     tokens: int
     chosen: bool
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., action: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., visits: _Optional[int] = ..., seed: _Optional[int] = ..., tokens: _Optional[int] = ..., chosen: _Optional[bool] = ...) -> None: ...
+    execution: ProgramExecution
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., action: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., visits: _Optional[int] = ..., seed: _Optional[int] = ..., tokens: _Optional[int] = ..., chosen: _Optional[bool] = ..., execution: _Optional[_Union[ProgramExecution, _Mapping]] = ...) -> None: ...
+
+class ProgramExecution(_message.Message):
+    __slots__ = ("status", "stdout", "stderr", "exit_code", "wall_seconds", "answer")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    stdout: str
+    stderr: str
+    exit_code: int
+    wall_seconds: float
+    answer: str
+    def __init__(self, status: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., exit_code: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class SearchTrace(_message.Message):
     __slots__ = ("trace_id", "job", "nodes", "result")
