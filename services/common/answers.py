@@ -83,7 +83,7 @@ def extract_code(text: str, language: str | None = "python") -> str | None:
     if language:
         tagged = [code for tag, code in blocks if tag.lower() in (language.lower(), "", "py")]
         if tagged:
-            return tagged[-1].strip("\n")
+            return str(tagged[-1]).strip("\n")
     return str(blocks[-1][1]).strip("\n")
 
 

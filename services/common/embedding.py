@@ -151,7 +151,8 @@ class Encoder:
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text's embedding (the gateway's per-request call)."""
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         batch, length = ids.shape

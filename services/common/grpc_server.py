@@ -31,7 +31,7 @@ REQUEST_ID_KEY = "x-request-id"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
-class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
+class ObservabilityInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Adopts trace context and request id, maps ``ServiceError`` to statuses, counts calls."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:

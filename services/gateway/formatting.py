@@ -159,7 +159,7 @@ def chat_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any])
         created=int(float(record.get("created_at", 0))),
         model=str(record.get("model", "")),
         choices=[
-            ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))  # type: ignore[arg-type]
+            ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))
         ],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
@@ -171,7 +171,7 @@ def completion_response(result: orchestrator_pb2.SearchResult, record: dict[str,
         id=f"cmpl-{result.job_id}",
         created=int(float(record.get("created_at", 0))),
         model=str(record.get("model", "")),
-        choices=[CompletionChoice(text=result.answer, finish_reason=finish_reason(result))],  # type: ignore[arg-type]
+        choices=[CompletionChoice(text=result.answer, finish_reason=finish_reason(result))],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
     )

@@ -289,14 +289,14 @@ def _chunker(endpoint: str, job_id: str, model: str, created: int) -> Callable[.
     """A function building one SSE chunk of the endpoint's kind."""
 
     def chat(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
-        choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason=reason)]  # type: ignore[arg-type]
+        choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason=reason)]
         body = ChatCompletionChunk(
             id=f"chatcmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
         )
         return _sse(body.model_dump(exclude_none=True))
 
     def completion(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
-        choices = [] if delta is None else [CompletionChoice(text=delta.content or "", finish_reason=reason)]  # type: ignore[arg-type]
+        choices = [] if delta is None else [CompletionChoice(text=delta.content or "", finish_reason=reason)]
         body = CompletionResponse(
             id=f"cmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
         )

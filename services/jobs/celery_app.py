@@ -9,7 +9,7 @@ which an unacknowledged job (its worker died) is delivered again.
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
+from kombu.entity import Queue
 
 from services.jobs.events import SEARCH_TASK
 

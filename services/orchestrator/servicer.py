@@ -19,7 +19,7 @@ from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.search import run_search, validate_job
 
 
-class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):  # type: ignore[misc]
+class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(
         self,
         policy_channel: grpc.aio.Channel,

@@ -249,7 +249,6 @@ class JobRunner:
 def register_search_task(app: Celery, runner_factory: Any) -> Task:
     """Register ``ttc.search`` on ``app``; ``runner_factory()`` returns the process's runner."""
 
-    @app.task(name=ev.SEARCH_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
     def search(self: Task, payload: str) -> str:
         runner: JobRunner = runner_factory()
         try:
@@ -258,4 +257,8 @@ def register_search_task(app: Celery, runner_factory: Any) -> Task:
             # Re-publish for later and acknowledge this copy: the lease holder may still die.
             raise self.retry(countdown=runner.settings.lease_ttl_s, exc=held) from held
 
-    return search  # type: ignore[no-any-return]
+    # Celery's decorator is untyped; applied as a call, the registered task keeps a type.
+    task: Task = app.task(name=ev.SEARCH_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)(
+        search
+    )
+    return task

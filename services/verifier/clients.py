@@ -34,7 +34,7 @@ _REFUSALS = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grp
 
 
 def _details(err: grpc.aio.AioRpcError) -> str:
-    return err.details() or err.code().name
+    return str(err.details() or err.code().name)
 
 
 class GrpcPolicyScorer:

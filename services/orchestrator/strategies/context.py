@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
@@ -39,6 +39,7 @@ from services.orchestrator.strategies.verifier_choice import VerifierChoice
 from services.orchestrator.trace import SeedStream, Trace, TraceNode
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Engines take at most this many candidates per call (policy.proto SamplingParams.n).
 MAX_BATCH = 64
@@ -123,7 +124,7 @@ class Context:
         if self._is_cancelled():
             raise Cancelled("the job was cancelled")
 
-    async def _bounded(self, awaitable: Any) -> Any:
+    async def _bounded(self, awaitable: Awaitable[T]) -> T:
         left = self.budget.time_left()
         if left is None:
             return await awaitable

@@ -29,7 +29,7 @@ def leader_probability(leader: float, runner_up: float) -> float:
     b = max(0, math.ceil(runner_up - 1e-9))
     trials = a + b + 1
     tail = sum(math.comb(trials, k) for k in range(a + 1))
-    return tail / 2**trials
+    return float(tail / 2**trials)
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def should_stop(votes: Mapping[str, float], remaining: float, confidence: float)
 
 
 def wave_sizes(total: int, first: int, growth: int = 2) -> list[int]:
-    """Wave sizes that sum to ``total``: ``first``, then growing by ``growth``× (fewer, larger
+    """Wave sizes that sum to ``total``: ``first``, then growing ``growth`` times each wave (fewer, larger
     engine calls keep batching efficient while still allowing an early stop)."""
     sizes: list[int] = []
     size = max(1, first)
