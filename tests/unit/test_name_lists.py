@@ -6,8 +6,8 @@
 - verifiers: ``services/common/verifiers.py`` is the source; the verifier service's registry and
   the gateway's ``VerifierName`` literal are copies (the orchestrator imports the source).
 - engines: ``ENGINE_MODULES`` (``services/policy/engines/__init__.py``) is the source; the Helm
-  schema is generated from it (``scripts/helm_schema.py``); the settings' ``engine`` literal and
-  the policy template's check are copies.
+  schema is generated from it (``scripts/helm_schema.py``; no chart template keeps its own list);
+  the settings' ``engine`` literal is a copy.
 """
 
 from __future__ import annotations
@@ -65,11 +65,9 @@ def docs_strategy_names(text: str) -> list[str]:
     return names
 
 
-def helm_template_engines(text: str) -> list[str]:
-    """The engines the policy template's ``has $c.engine (list ...)`` check accepts."""
-    match = re.search(r"has \$c\.engine \(list ((?:\"[a-z0-9_]+\"\s*)+)\)", text)
-    assert match, "the policy template no longer checks policy.engine against a list"
-    return re.findall(r'"([a-z0-9_]+)"', match.group(1))
+def template_lists(text: str) -> list[list[str]]:
+    """Every literal ``(list "a" "b" ...)`` in a Helm template."""
+    return [re.findall(r'"([a-z0-9_]+)"', m) for m in re.findall(r'\(list((?:\s+"[a-z0-9_]+")+)\s*\)', text)]
 
 
 # -- strategies -------------------------------------------------------------------------------
@@ -105,11 +103,12 @@ def test_settings_engine_literal_is_the_engine_list() -> None:
     assert not (d := drift("services/policy/settings.py engine", literal, ENGINE_MODULES)), d
 
 
-def test_helm_schema_and_template_use_the_engine_list() -> None:
+def test_the_helm_schema_is_the_charts_only_engine_list() -> None:
     schema = helm_schema.build()["properties"]["policy"]["properties"]["engine"]["enum"]
     assert schema == list(ENGINE_MODULES)
-    template = (ROOT / "helm/ttc/templates/policy.yaml").read_text()
-    assert not (d := drift("helm/ttc/templates/policy.yaml", helm_template_engines(template), ENGINE_MODULES)), d
+    for template in sorted((ROOT / "helm/ttc/templates").iterdir()):
+        copies = [names for names in template_lists(template.read_text()) if set(names) & set(ENGINE_MODULES)]
+        assert copies == [], f"{template.name} keeps its own engine list {copies}; values.schema.json checks it"
 
 
 # -- the checks can fail ----------------------------------------------------------------------
@@ -126,8 +125,8 @@ def test_the_text_readers_see_a_drifted_copy() -> None:
     docs = "## Strategies (registry names as in x)\n\n| name |\n|---|\n| `single` | a |\n| `a` / `b` | `d` |\n"
     docs += "## Next\n| `e` |"
     assert docs_strategy_names(docs) == ["single", "a", "b"]
-    template = '{{- if not (has $c.engine (list "llamacpp" "vllm")) }}'
-    assert helm_template_engines(template) == ["llamacpp", "vllm"]
+    template = '{{- if not (has $c.engine (list "llamacpp" "vllm")) }}{{ has 1 (list "a") }}'
+    assert template_lists(template) == [["llamacpp", "vllm"], ["a"]]
 
 
 # -- one ensemble rule, applied by the verifier and the orchestrator --------------------------

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from services.policy.engines.base import Engine
     from services.policy.settings import PolicySettings
 
-# The one list of engine names. scripts/helm_schema.py builds the chart's enum from it; the
-# settings' ``engine`` Literal and helm/ttc/templates/policy.yaml are held equal to it by
-# tests/unit/test_name_lists.py. Adding an engine: a module with ``create_engine`` and a line here.
+# The one list of engine names. scripts/helm_schema.py builds the chart's enum from it (the
+# chart's only engine list); the settings' ``engine`` Literal is held equal to it by
+# tests/unit/test_name_lists.py. Adding an engine: a module with ``create_engine``, a line here,
+# the Literal, then ``python scripts/helm_schema.py``.
 ENGINE_MODULES: dict[str, str] = {
     "llamacpp": "services.policy.engines.llamacpp",
     "vllm": "services.policy.engines.vllm_engine",
