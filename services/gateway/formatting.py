@@ -158,9 +158,7 @@ def chat_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any])
         id=f"chatcmpl-{result.job_id}",
         created=int(float(record.get("created_at", 0))),
         model=str(record.get("model", "")),
-        choices=[
-            ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))
-        ],
+        choices=[ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
     )
