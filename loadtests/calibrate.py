@@ -69,7 +69,11 @@ def _stats(
 def _route_json(choice: Choice, token_budget: int) -> dict[str, Any]:
     """A chosen configuration label (``name:n=4:mode=hybrid``) as a routing-table route."""
     cell = parse_cell(choice.config)
-    route: dict[str, Any] = {"strategy": cell.strategy, "n": cell.n or 1, "token_budget": cell.token_budget or token_budget}
+    route: dict[str, Any] = {
+        "strategy": cell.strategy,
+        "n": cell.n or 1,
+        "token_budget": cell.token_budget or token_budget,
+    }
     if cell.verifier:
         route["verifier"] = cell.verifier
     if cell.params:
@@ -201,8 +205,10 @@ def calibrate(
         for efforts in f.task_routes.values():
             pin_effort(efforts, "none", cal, single_label)
     served = fitted["embedding" if model is not None else "probe"]
+    # A route's token budget caps generated tokens: size it from the most any problem generated.
     max_tokens = {
-        c: max(s.configs[c].tokens for s in cal if c in s.configs) for c in {c for s in cal for c in s.configs}
+        c: max(s.configs[c].generated_tokens for s in cal if c in s.configs)
+        for c in {c for s in cal for c in s.configs}
     }
     result |= {
         "estimator": served.kind,

@@ -24,6 +24,7 @@ from services.gateway.protocol import (
     CompletionChoice,
     CompletionResponse,
     CompletionTokensDetails,
+    EarlyStopReport,
     Effort,
     JobErrorReport,
     PromptTokensDetails,
@@ -123,6 +124,9 @@ def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> 
         difficulty_bin=record.get("difficulty_bin"),
         task_type=record.get("task_type"),
         candidates_generated=result.candidates_generated,
+        early_stop=EarlyStopReport(candidates_saved=result.candidates_saved, tokens_saved=result.tokens_saved)
+        if result.candidates_saved
+        else None,
         verifier_verdict=verdict,
         termination=termination_name(result),
         budget=BudgetReport(**(record.get("budget") or {})),

@@ -206,6 +206,14 @@ class SpendByRole(BaseModel):
     sandbox: SandboxSpend = Field(default_factory=SandboxSpend)
 
 
+class EarlyStopReport(BaseModel):
+    """What adaptive early stopping saved: the candidates the budget allowed but a settled vote
+    made unnecessary, and the generated tokens they would have cost (drawn candidates' mean)."""
+
+    candidates_saved: int
+    tokens_saved: int
+
+
 class TTCReport(BaseModel):
     """Extension object (``"ttc"`` in the response): what the system did with the request."""
 
@@ -220,6 +228,9 @@ class TTCReport(BaseModel):
     difficulty_bin: str | None = None
     task_type: str | None = Field(None, description="arithmetic, math_word, code or open: what the router saw.")
     candidates_generated: int = 0
+    early_stop: EarlyStopReport | None = Field(
+        None, description="Set when adaptive early stopping left candidates undrawn because the vote was settled."
+    )
     verifier_verdict: VerifierVerdict | None = None
     termination: str = ""
     budget: BudgetReport = Field(default_factory=BudgetReport)

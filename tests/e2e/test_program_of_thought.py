@@ -67,8 +67,7 @@ def test_program_of_thought_answers_a_word_problem_through_the_gateway(stack: Ga
 
     client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
     question = (
-        "A bakery baked 347 loaves on Monday and 289 on Tuesday. It sold 412 loaves in total. "
-        "How many loaves are left?"
+        "A bakery baked 347 loaves on Monday and 289 on Tuesday. It sold 412 loaves in total. How many loaves are left?"
     )
     response = client.chat.completions.create(
         model=QWEN,

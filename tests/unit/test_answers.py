@@ -7,9 +7,6 @@ import threading
 import pytest
 
 from services.common.answers import (
-    program_answer,
-    requested_decimals,
-    vote_key,
     answers_equivalent,
     extract_answer,
     extract_boxed,
@@ -17,6 +14,9 @@ from services.common.answers import (
     is_correct,
     normalize_answer,
     normalize_for_vote,
+    program_answer,
+    requested_decimals,
+    vote_key,
 )
 
 
@@ -120,6 +120,7 @@ def test_extract_code_prefers_python_and_last_block() -> None:
 
 
 # --- vote keys that cope with what programs print (issue 11) -------------------------------------
+
 
 @pytest.mark.parametrize(
     ("printed", "clean"),

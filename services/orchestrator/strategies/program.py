@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -130,7 +129,9 @@ class ProgramOfThought(Strategy):
     def from_input(cls, spec: StrategyInput) -> ProgramOfThought:
         n = read_n(spec, 1, minimum=1, maximum=64)
         if spec.verifier:
-            raise InvalidArgument("program_of_thought votes on executed outputs; it takes no verifier", "strategy.verifier")
+            raise InvalidArgument(
+                "program_of_thought votes on executed outputs; it takes no verifier", "strategy.verifier"
+            )
         params = Params(spec.params)
         mode = params.string("mode", "program", choices=MODES)
         cot = params.integer("cot", 2 if mode == "hybrid" else 0, minimum=0, maximum=64)
@@ -183,11 +184,11 @@ class ProgramOfThought(Strategy):
 
     @staticmethod
     def _tally(ballots: list[_Ballot]) -> dict[str, float]:
-        votes: Counter[str] = Counter()
+        votes: dict[str, float] = {}
         for ballot in ballots:
             if ballot.key:
-                votes[ballot.key] += ballot.weight
-        return dict(votes)
+                votes[ballot.key] = votes.get(ballot.key, 0.0) + ballot.weight
+        return votes
 
     async def _wave(
         self, ctx: Context, messages: tuple[Message, ...], programs: int, cot: int, *, first: bool,

@@ -114,3 +114,11 @@ def test_missing_or_odd_probe_records_are_safe(probe: Any) -> None:
     expected_probe = 7 if probe and "generated_tokens" in probe else 0
     assert usage.completion_tokens == 5 + expected_probe
     assert usage.prompt_tokens == 0  # a negative count is clamped, never subtracted
+
+
+def test_early_stop_savings_are_reported_only_when_there_are_some() -> None:
+    result = orchestrator_pb2.SearchResult(job_id="j", strategy="program_of_thought", candidates_generated=3)
+    assert report_of(result, {}).early_stop is None
+    result.candidates_saved, result.tokens_saved = 5, 260
+    early = report_of(result, {}).early_stop
+    assert early is not None and (early.candidates_saved, early.tokens_saved) == (5, 260)

@@ -56,7 +56,7 @@ async def test_crashed_and_silent_programs_abstain() -> None:
 
 async def test_no_program_answers_falls_back_to_chain_of_thought() -> None:
     policy = ScriptedPolicy(programs_by_seed(["raise"]))
-    result, trace = await run_search(pot_job(3, early_stop=False), policy, NO_VERIFIER, executor=ScriptedExecutor())
+    result, _ = await run_search(pot_job(3, early_stop=False), policy, NO_VERIFIER, executor=ScriptedExecutor())
     assert result.termination == T.TERMINATION_COMPLETED
     assert result.answer == "Thinking.\n\nThe answer is raise."  # the chain-of-thought sample
     assert policy.calls[-1].temperature == 0.0  # greedy fallback
