@@ -8,17 +8,20 @@ a background job. Nothing is written unless the request already passed validatio
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import redis.asyncio as aioredis
 from celery import Celery
 
+from services.gateway.errors import HTTPError
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
+from services.jobs.record import JobRecord, MalformedJobRecord
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher:
@@ -35,11 +38,10 @@ class Dispatcher:
         """Jobs waiting for a worker (the broker's list for the queue)."""
         return int(await self.client.llen(self.queue))
 
-    async def enqueue(self, job: orchestrator_pb2.SearchJob, record: dict[str, Any]) -> None:
-        """Store the job's record, then send it to the workers."""
-        fields = {key: json.dumps(value) for key, value in record.items()}
-        fields["status"] = json.dumps(ev.QUEUED)
-        fields["enqueued_at"] = json.dumps(job.enqueued_at or time.time())
+    async def enqueue(self, job: orchestrator_pb2.SearchJob, record: JobRecord) -> None:
+        """Store the job's record (status ``queued``), then send it to the workers."""
+        queued = record.model_copy(update={"status": ev.QUEUED, "enqueued_at": job.enqueued_at or time.time()})
+        fields = queued.to_redis()
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(ev.job_key(job.job_id), mapping=fields)  # type: ignore[arg-type]
             pipe.expire(ev.job_key(job.job_id), self.ttl_s)
@@ -51,19 +53,18 @@ class Dispatcher:
     def _send(self, job_id: str, payload: str) -> None:
         self.celery.send_task(ev.SEARCH_TASK, args=[payload], task_id=job_id, queue=self.queue)
 
-    async def record(self, job_id: str) -> dict[str, Any] | None:
-        """The job's stored record (status included), or ``None`` for an unknown or expired job."""
+    async def record(self, job_id: str) -> JobRecord | None:
+        """The job's stored record (status included), or ``None`` for an unknown or expired job.
+
+        A record that does not validate is a 500 naming its fields, never a half-read dict."""
         raw = await self.client.hgetall(ev.job_key(job_id))
         if not raw:
             return None
-        out: dict[str, Any] = {}
-        for key, value in raw.items():
-            k = key.decode() if isinstance(key, bytes) else str(key)
-            try:
-                out[k] = json.loads(value)
-            except (ValueError, TypeError):
-                out[k] = value.decode() if isinstance(value, bytes) else value
-        return out
+        try:
+            return JobRecord.from_redis(raw, ev.job_key(job_id))
+        except MalformedJobRecord as exc:
+            log.error("%s", exc)
+            raise HTTPError(500, str(exc), type="server_error", code="job_record_invalid") from exc
 
     def follow(self, job_id: str, until: float | None = None) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
         return self.events.follow(job_id, until=until)
@@ -74,7 +75,8 @@ class Dispatcher:
     async def cancel(self, job_id: str) -> None:
         await self.events.cancel(job_id)
         # A job no worker has started yet is final now; a running one is marked by its worker.
-        await self.client.hsetnx(ev.job_key(job_id), "cancel_requested_at", json.dumps(time.time()))
+        value = JobRecord(cancel_requested_at=time.time()).to_redis(only={"cancel_requested_at"})
+        await self.client.hsetnx(ev.job_key(job_id), "cancel_requested_at", value["cancel_requested_at"])
 
     def close(self) -> None:
         self._sender.shutdown(wait=False)

@@ -12,7 +12,7 @@ served from a prefix cache, ``completion_tokens`` = every token an engine genera
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from services.gateway.errors import HTTPError, JobFailed
 from services.gateway.protocol import (
@@ -37,6 +37,7 @@ from services.gateway.protocol import (
 )
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
+from services.jobs.record import JobRecord
 
 _TERMINATION = {
     orchestrator_pb2.TERMINATION_SOLVED: "solved",
@@ -52,14 +53,14 @@ def termination_name(result: orchestrator_pb2.SearchResult) -> str:
     return _TERMINATION.get(result.termination, "unspecified")
 
 
-def budget_use_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> orchestrator_pb2.BudgetUse:
+def budget_use_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> orchestrator_pb2.BudgetUse:
     """The job's spend with the gateway's difficulty probe (from the job record) filled in."""
     used = orchestrator_pb2.BudgetUse()
     used.CopyFrom(result.budget_used)
-    probe = record.get("probe") or {}
-    used.probe_prompt_tokens = max(0, int(probe.get("prompt_tokens", 0)))
-    used.probe_cached_tokens = max(0, int(probe.get("cached_tokens", 0)))
-    used.probe_generated_tokens = max(0, int(probe.get("generated_tokens", 0)))
+    probe = record.probe
+    used.probe_prompt_tokens = max(0, probe.prompt_tokens)
+    used.probe_cached_tokens = max(0, probe.cached_tokens)
+    used.probe_generated_tokens = max(0, probe.generated_tokens)
     return used
 
 
@@ -87,7 +88,7 @@ def spend_of(used: orchestrator_pb2.BudgetUse) -> SpendByRole:
     )
 
 
-def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> Usage:
+def usage_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> Usage:
     spend = spend_of(budget_use_of(result, record))
     roles = (spend.policy, spend.verifier, spend.probe)
     prompt = sum(r.prompt_tokens for r in roles)
@@ -103,36 +104,32 @@ def usage_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> U
     )
 
 
-def report_of(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> TTCReport:
+def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCReport:
     used = budget_use_of(result, record)
     verdict = None
-    verifier = (record.get("verifier") or "") if isinstance(record.get("verifier"), str) else ""
-    if result.verifier_score or result.verifier_passed or verifier:
-        verdict = VerifierVerdict(verifier=verifier, passed=result.verifier_passed, score=result.verifier_score)
-    wait = 0.0
-    if record.get("started_at") and record.get("enqueued_at"):
-        wait = max(0.0, float(record["started_at"]) - float(record["enqueued_at"]))
+    if result.verifier_score or result.verifier_passed or record.verifier:
+        verdict = VerifierVerdict(verifier=record.verifier, passed=result.verifier_passed, score=result.verifier_score)
     return TTCReport(
         job_id=result.job_id,
         trace_id=result.trace_id,
-        strategy=result.strategy or str(record.get("strategy", "")),
-        n=int(record.get("n", 1)),
-        effort_requested=cast(Effort, record.get("effort_requested", "none")),
-        effort_applied=cast(Effort, record.get("effort_applied", "none")),
-        degraded_by=list(record.get("degraded_by") or []),
-        difficulty=record.get("difficulty"),
-        difficulty_bin=record.get("difficulty_bin"),
-        task_type=record.get("task_type"),
+        strategy=result.strategy or record.strategy,
+        n=record.n,
+        effort_requested=cast(Effort, record.effort_requested),
+        effort_applied=cast(Effort, record.effort_applied),
+        degraded_by=list(record.degraded_by),
+        difficulty=record.difficulty,
+        difficulty_bin=record.difficulty_bin,
+        task_type=record.task_type,
         candidates_generated=result.candidates_generated,
         early_stop=EarlyStopReport(candidates_saved=result.candidates_saved, tokens_saved=result.tokens_saved)
         if result.candidates_saved
         else None,
         verifier_verdict=verdict,
         termination=termination_name(result),
-        budget=BudgetReport(**(record.get("budget") or {})),
+        budget=BudgetReport(**(record.budget.model_dump() if record.budget else {})),
         budget_used=budget_used_of(used),
         spend=spend_of(used),
-        queue_wait_seconds=wait,
+        queue_wait_seconds=record.queue_wait() or 0.0,
         error=_error_report(result),
     )
 
@@ -157,22 +154,22 @@ def raise_for_failure(result: orchestrator_pb2.SearchResult) -> None:
     raise JobFailed(JobError.of_result(result) or JobError("INTERNAL", "the search failed"))
 
 
-def chat_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> ChatCompletionResponse:
+def chat_response(result: orchestrator_pb2.SearchResult, record: JobRecord) -> ChatCompletionResponse:
     return ChatCompletionResponse(
         id=f"chatcmpl-{result.job_id}",
-        created=int(float(record.get("created_at", 0))),
-        model=str(record.get("model", "")),
+        created=int(record.created_at),
+        model=record.model,
         choices=[ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
     )
 
 
-def completion_response(result: orchestrator_pb2.SearchResult, record: dict[str, Any]) -> CompletionResponse:
+def completion_response(result: orchestrator_pb2.SearchResult, record: JobRecord) -> CompletionResponse:
     return CompletionResponse(
         id=f"cmpl-{result.job_id}",
-        created=int(float(record.get("created_at", 0))),
-        model=str(record.get("model", "")),
+        created=int(record.created_at),
+        model=record.model,
         choices=[CompletionChoice(text=result.answer, finish_reason=finish_reason(result))],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
@@ -180,8 +177,8 @@ def completion_response(result: orchestrator_pb2.SearchResult, record: dict[str,
 
 
 def response_of(
-    result: orchestrator_pb2.SearchResult, record: dict[str, Any]
+    result: orchestrator_pb2.SearchResult, record: JobRecord
 ) -> ChatCompletionResponse | CompletionResponse:
-    if record.get("kind") == "text_completion":
+    if record.kind == "text_completion":
         return completion_response(result, record)
     return chat_response(result, record)

@@ -28,6 +28,7 @@ from services.gateway.settings import GatewaySettings
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import validation
+from services.jobs.record import JobKind, JobRecord, ProbeTokens, RecordBudget
 from services.jobs.validation import JobValidator
 
 DEFAULT_TEMPERATURE = 0.7
@@ -45,37 +46,38 @@ class Plan:
     probe: Estimate | None = None
     task_type: TaskType | None = None
 
-    def record(self, kind: str, caller: str, include_usage: bool, background: bool) -> dict[str, object]:
+    def record(self, kind: JobKind, caller: str, include_usage: bool, background: bool) -> JobRecord:
         """What the job hash stores so any gateway replica can format the reply later."""
         probe = self.probe
-        return {
-            "kind": kind,
-            "model": self.job.model,
-            "created_at": self.job.enqueued_at,
-            "caller": caller,
-            "include_usage": include_usage,
-            "background": background,
-            "effort_requested": self.effort_requested,
-            "effort_applied": self.effort_applied,
-            "degraded_by": self.degraded_by,
-            "difficulty": self.difficulty,
-            "difficulty_bin": self.difficulty_bin,
-            "task_type": self.task_type,
-            "strategy": self.route.strategy,
-            "n": self.route.n,
-            "verifier": self.route.verifier or "",
-            "budget": {
-                "max_generated_tokens": self.job.budget.max_generated_tokens,
-                "max_policy_calls": self.job.budget.max_policy_calls,
-                "max_verifier_calls": self.job.budget.max_verifier_calls,
-                "deadline_seconds": self.job.budget.deadline_seconds,
-            },
-            "probe": {
-                "prompt_tokens": probe.prompt_tokens if probe else 0,
-                "generated_tokens": probe.generated_tokens if probe else 0,
-                "cached_tokens": probe.cached_tokens if probe else 0,
-            },
-        }
+        budget = self.job.budget
+        return JobRecord(
+            kind=kind,
+            model=self.job.model,
+            created_at=self.job.enqueued_at,
+            caller=caller,
+            include_usage=include_usage,
+            background=background,
+            effort_requested=self.effort_requested,
+            effort_applied=self.effort_applied,
+            degraded_by=self.degraded_by,
+            difficulty=self.difficulty,
+            difficulty_bin=self.difficulty_bin,
+            task_type=self.task_type,
+            strategy=self.route.strategy,
+            n=self.route.n,
+            verifier=self.route.verifier or "",
+            budget=RecordBudget(
+                max_generated_tokens=budget.max_generated_tokens,
+                max_policy_calls=budget.max_policy_calls,
+                max_verifier_calls=budget.max_verifier_calls,
+                deadline_seconds=budget.deadline_seconds,
+            ),
+            probe=ProbeTokens(
+                prompt_tokens=probe.prompt_tokens if probe else 0,
+                generated_tokens=probe.generated_tokens if probe else 0,
+                cached_tokens=probe.cached_tokens if probe else 0,
+            ),
+        )
 
 
 Request = ChatCompletionRequest | CompletionRequest

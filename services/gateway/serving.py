@@ -40,6 +40,7 @@ from services.gateway.protocol import (
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
+from services.jobs.record import JobKind, JobRecord
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Serving:
     ) -> JSONResponse | StreamingResponse:
         started = time.perf_counter()
         endpoint = "chat" if isinstance(req, ChatCompletionRequest) else "completions"
-        kind = "chat.completion" if endpoint == "chat" else "text_completion"
+        kind: JobKind = "chat.completion" if endpoint == "chat" else "text_completion"
         effort, strategy = "unknown", "unknown"
         try:
             await self.limiter.check(caller)
@@ -114,17 +115,17 @@ class Serving:
     async def job(self, job_id: str, caller: str | None = None) -> Job:
         """A background job's status, with its response once finished (only its owner's key sees it)."""
         record = await self.dispatcher.record(job_id)
-        if record is None or (caller is not None and record.get("caller", caller) != caller):
+        if record is None or (caller is not None and record.caller is not None and record.caller != caller):
             raise HTTPError(
                 404, f"no job with id {job_id!r} (unknown or expired)", param="job_id", code="job_not_found"
             )
         result = await self.dispatcher.result(job_id)
         job = Job(
             id=job_id,
-            status=record.get("status", ev.QUEUED),
-            created_at=float(record.get("created_at", 0)),
-            model=str(record.get("model", "")),
-            kind=record.get("kind", "chat.completion"),
+            status=record.status,
+            created_at=record.created_at,
+            model=record.model,
+            kind=record.kind,
         )
         if result is None:
             return job
@@ -191,13 +192,13 @@ class Serving:
                     await asyncio.shield(self._cancel(job_id, "disconnect"))
                     raise HTTPError(499, "client disconnected", code="client_closed")
                 if time.monotonic() > deadline:
-                    record = await self.dispatcher.record(job_id) or {}
-                    started = record.get("started_at")
+                    stored = await self.dispatcher.record(job_id)
+                    started = stored.started_at if stored is not None else None
                     if started is not None and not extended:
                         # Running: the worker's own deadline (from its start) ends the search
                         # with the best answer so far; give it that long plus a grace period.
                         extended = True
-                        deadline = time.monotonic() + max(0.0, float(started) + self.job_timeout_s - time.time()) + 30
+                        deadline = time.monotonic() + max(0.0, started + self.job_timeout_s - time.time()) + 30
                         continue
                     await asyncio.shield(self._cancel(job_id, "deadline"))
                     if started is None:  # never left the queue: overload, shed late
@@ -214,7 +215,7 @@ class Serving:
                     await task
 
     async def _stream(
-        self, plan: Plan, record: dict[str, Any], caller: str, endpoint: str, started: float
+        self, plan: Plan, record: JobRecord, caller: str, endpoint: str, started: float
     ) -> AsyncIterator[bytes]:
         """SSE: role chunk, reasoning_content progress, answer deltas, finish, usage, [DONE]."""
         job_id = plan.job.job_id
@@ -248,7 +249,7 @@ class Serving:
                     if not answer_streamed and result.answer:
                         yield chunk(ChunkDelta(content=result.answer), None)
                     yield chunk(ChunkDelta(), finish_reason(result))
-                    if record.get("include_usage"):
+                    if record.include_usage:
                         yield chunk(None, None, usage_of(result, record), report_of(result, record))
                     break
                 if not first_token and which in ("progress", "answer_delta"):
@@ -267,16 +268,17 @@ class Serving:
                 await asyncio.shield(self._cancel(job_id, "disconnect"))
 
     def _observe(
-        self, result: orchestrator_pb2.SearchResult, record: dict[str, Any], caller: str, elapsed: float, stream: bool
+        self, result: orchestrator_pb2.SearchResult, record: JobRecord, caller: str, elapsed: float, stream: bool
     ) -> None:
         usage = usage_of(result, record)
-        effort = str(record.get("effort_applied", "none"))
+        effort = record.effort_applied
         self.metrics.reasoning_tokens.labels(effort).inc(usage.completion_tokens_details.reasoning_tokens)
         self.metrics.completion_tokens.labels(effort).inc(usage.completion_tokens)
         if not stream:
             self.metrics.ttft.labels("false").observe(elapsed)
-        if record.get("started_at") and record.get("enqueued_at"):
-            self.metrics.queue_wait.observe(max(0.0, float(record["started_at"]) - float(record["enqueued_at"])))
+        wait = record.queue_wait()
+        if wait is not None:
+            self.metrics.queue_wait.observe(wait)
         task = asyncio.get_running_loop().create_task(self.limiter.charge(caller, usage.total_tokens))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 

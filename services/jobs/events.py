@@ -14,7 +14,6 @@ lets the gateway restart, or a worker die, without either side losing track of a
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -23,13 +22,18 @@ import redis.asyncio as aioredis
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
+from services.jobs.record import JobStatus, status_fields
 
 CANCEL_CHANNEL = "ttc:cancel"
 SEARCH_TASK = "ttc.search"
 _EVENT_FIELD = b"e"
 
-# Job statuses stored in the job hash.
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+# Job statuses stored in the job hash (``record.JobStatus``).
+QUEUED: JobStatus = "queued"
+RUNNING: JobStatus = "running"
+SUCCEEDED: JobStatus = "succeeded"
+FAILED: JobStatus = "failed"
+CANCELLED: JobStatus = "cancelled"
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
 
 
@@ -90,7 +94,7 @@ class JobEvents:
     async def record_result(
         self,
         result: orchestrator_pb2.SearchResult,
-        status: str,
+        status: JobStatus,
         before: Sequence[orchestrator_pb2.JobEvent] = (),
     ) -> bool:
         """Record the job's one result; False when a result was already recorded (redelivery).
@@ -105,10 +109,10 @@ class JobEvents:
             return False
         key = events_key(job_id)
         events = [*before, orchestrator_pb2.JobEvent(job_id=job_id, result=result)]
-        mapping = {"status": json.dumps(status), "finished_at": json.dumps(time.time())}
+        # The record holds the typed error too (GET /v1/jobs/{id} reads it).
         error = JobError.of_result(result)
-        if error is not None:  # the record holds the typed error too (GET /v1/jobs/{id} reads it)
-            mapping["error"] = json.dumps(error.to_dict())
+        extra = {} if error is None else {"error": error}
+        mapping = status_fields(status, finished_at=time.time(), **extra)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
             pipe.expire(job_key(job_id), self.ttl_s)
@@ -118,12 +122,9 @@ class JobEvents:
             await pipe.execute()
         return True
 
-    async def set_status(self, job_id: str, status: str, **fields: object) -> None:
-        """Update the job record's status (hash values are JSON, as the gateway writes them)."""
-        mapping: dict[str | bytes, str] = {
-            "status": json.dumps(status),
-            **{k: json.dumps(v) for k, v in fields.items()},
-        }
+    async def set_status(self, job_id: str, status: JobStatus, **fields: object) -> None:
+        """Update the job record's status and the named status fields (validated by ``JobRecord``)."""
+        mapping = status_fields(status, **fields)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
             pipe.expire(job_key(job_id), self.ttl_s)

@@ -163,3 +163,16 @@ def test_jobs_are_visible_only_to_their_key(redis_server: RedisServer) -> None:
         cancelled = c.post("/v1/jobs/owned/cancel", headers={"Authorization": "Bearer sk-alice"})
         assert cancelled.json()["status"] == "cancelled"
     client.delete("ttc:job:owned", "ttc:job:owned:result", "ttc:job:owned:cancel", "ttc:job:owned:events")
+
+
+def test_a_malformed_job_record_is_500_naming_its_fields(redis_server: RedisServer) -> None:
+    settings = GatewaySettings(policy_target=f"127.0.0.1:{free_port()}")
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset("ttc:job:mangled", mapping={"status": '"exploded"', "n": "many", "model": '"m"'})
+    try:
+        with TestClient(_app(settings, redis_server)) as c:
+            error = _error(c.get("/v1/jobs/mangled"), 500)
+        assert error["code"] == "job_record_invalid"
+        assert "n, status" in str(error["message"])
+    finally:
+        client.delete("ttc:job:mangled")

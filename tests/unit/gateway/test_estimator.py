@@ -29,6 +29,7 @@ from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.routing import RidgeParams, RoutingTable, load_routing_table
 from services.gateway.settings import GatewaySettings
 from services.gen.ttc.v1 import policy_pb2
+from services.jobs.record import JobRecord
 
 TABLE = Path("services/gateway/routing/routing.v1.json")
 SC = {"strategy": "self_consistency", "n": 3, "token_budget": 4096}
@@ -202,9 +203,9 @@ async def test_planner_classifies_estimates_once_and_routes_by_task_type() -> No
     assert estimator.calls == 1
     assert plan.task_type == "arithmetic" and plan.route.strategy == "self_consistency"
     assert plan.difficulty is not None and plan.difficulty_bin in {"easy", "medium", "hard"}
-    record = plan.record("chat", "anonymous", False, False)
-    assert record["task_type"] == "arithmetic"
-    assert record["probe"] == {"prompt_tokens": 0, "generated_tokens": 0, "cached_tokens": 0}
+    record = plan.record("chat.completion", "anonymous", False, False)
+    assert record.task_type == "arithmetic"
+    assert record.probe.model_dump() == {"prompt_tokens": 0, "generated_tokens": 0, "cached_tokens": 0}
 
     plan = await planner.plan(chat("Write a short poem about autumn."), queue_depth=0)
     assert (plan.task_type, plan.route.strategy, estimator.calls) == ("open", "single", 2)
@@ -218,6 +219,8 @@ def test_the_response_reports_the_task_type() -> None:
     from services.gen.ttc.v1 import orchestrator_pb2
 
     record = {"task_type": "math_word", "effort_requested": "high", "effort_applied": "high", "strategy": "single"}
-    report = report_of(orchestrator_pb2.SearchResult(job_id="j", answer="4"), copy.deepcopy(record))
+    report = report_of(
+        orchestrator_pb2.SearchResult(job_id="j", answer="4"), JobRecord.model_validate(copy.deepcopy(record))
+    )
     assert report.task_type == "math_word"
     assert report.model_dump()["task_type"] == "math_word"

@@ -18,6 +18,7 @@ from services.gateway.protocol import TTCOptions
 from services.gateway.routing import RoutingTable, apply_overrides, load_routing_table
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
+from services.jobs.record import JobRecord
 
 TABLE = Path("services/gateway/routing/routing.v1.json")
 T = Thresholds(max_queue_depth=20, degrade_queue_depth=5, degrade_kv_utilization=0.8, shed_kv_utilization=0.95)
@@ -102,7 +103,7 @@ def test_usage_counts_every_hidden_token_as_reasoning() -> None:
     result.budget_used.prompt_tokens = 50
     result.budget_used.cached_tokens = 20
     record = {"probe": {"prompt_tokens": 15, "generated_tokens": 12, "cached_tokens": 5}}
-    usage = usage_of(result, record)
+    usage = usage_of(result, JobRecord.model_validate(record))
     assert usage.completion_tokens == 100 + 4 + 12
     assert usage.completion_tokens_details.reasoning_tokens == usage.completion_tokens - 10
     assert usage.prompt_tokens == 50 + 30 + 15  # judge prompts are prompt tokens

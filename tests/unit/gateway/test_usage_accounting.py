@@ -16,6 +16,7 @@ import pytest
 from services.gateway.formatting import chat_response, report_of, usage_of
 from services.gateway.protocol import BudgetUsed, RoleTokens, SpendByRole
 from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs.record import JobRecord
 
 FIELDS: list[Any] = list(orchestrator_pb2.BudgetUse.DESCRIPTOR.fields)
 KINDS = ("prompt_tokens", "cached_tokens", "generated_tokens")
@@ -31,7 +32,7 @@ def role_and_kind(name: str) -> tuple[str, str]:
     return prefix or "policy", kind
 
 
-def distinct() -> tuple[orchestrator_pb2.SearchResult, dict[str, Any], dict[str, int | float]]:
+def distinct() -> tuple[orchestrator_pb2.SearchResult, JobRecord, dict[str, int | float]]:
     """A result and job record in which every BudgetUse field has its own value (probe fields
     come from the record, as in production)."""
     result = orchestrator_pb2.SearchResult(job_id="j", answer="42", answer_tokens=3, strategy="beam_search")
@@ -44,7 +45,7 @@ def distinct() -> tuple[orchestrator_pb2.SearchResult, dict[str, Any], dict[str,
             record["probe"][PROBE_KEYS[f.name]] = value
         else:
             setattr(result.budget_used, f.name, value)
-    return result, record, expected
+    return result, JobRecord.model_validate(record), expected
 
 
 def test_every_token_field_has_a_role_and_a_kind() -> None:
@@ -97,7 +98,7 @@ def test_beam_search_with_a_prm_prices_judge_prompts_as_prompt_tokens() -> None:
     used = result.budget_used
     used.prompt_tokens, used.generated_tokens = 219, 373
     used.verifier_prompt_tokens = 1_491  # PRM Score calls: judge prompts + scored steps
-    response = chat_response(result, {"kind": "chat.completion"})
+    response = chat_response(result, JobRecord(kind="chat.completion"))
     assert response.usage.prompt_tokens == 1_710
     assert response.usage.completion_tokens == 373
     assert response.usage.completion_tokens_details.reasoning_tokens == 373 - 115
@@ -110,7 +111,7 @@ def test_beam_search_with_a_prm_prices_judge_prompts_as_prompt_tokens() -> None:
 def test_missing_or_odd_probe_records_are_safe(probe: Any) -> None:
     result = orchestrator_pb2.SearchResult(job_id="j", answer="x", answer_tokens=1)
     result.budget_used.generated_tokens = 5
-    usage = usage_of(result, {"probe": probe})
+    usage = usage_of(result, JobRecord.model_validate({"probe": probe}))
     expected_probe = 7 if probe and "generated_tokens" in probe else 0
     assert usage.completion_tokens == 5 + expected_probe
     assert usage.prompt_tokens == 0  # a negative count is clamped, never subtracted
@@ -118,7 +119,7 @@ def test_missing_or_odd_probe_records_are_safe(probe: Any) -> None:
 
 def test_early_stop_savings_are_reported_only_when_there_are_some() -> None:
     result = orchestrator_pb2.SearchResult(job_id="j", strategy="program_of_thought", candidates_generated=3)
-    assert report_of(result, {}).early_stop is None
+    assert report_of(result, JobRecord()).early_stop is None
     result.candidates_saved, result.tokens_saved = 5, 260
-    early = report_of(result, {}).early_stop
+    early = report_of(result, JobRecord()).early_stop
     assert early is not None and (early.candidates_saved, early.tokens_saved) == (5, 260)

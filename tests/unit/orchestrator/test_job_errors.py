@@ -14,6 +14,7 @@ from services.gateway.errors import JobFailed, to_error
 from services.gateway.formatting import raise_for_failure, report_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
+from services.jobs.record import JobRecord
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
 from services.orchestrator.interfaces import ComponentError
 from services.orchestrator.search import run_search
@@ -60,7 +61,7 @@ async def test_policy_outage_after_candidates_returns_best_so_far_with_typed_err
     assert result.termination == orchestrator_pb2.TERMINATION_ERROR
     assert result.answer.strip()
     raise_for_failure(result)  # the documented rule: 200 with the best answer so far
-    report = report_of(result, {"effort_requested": "high", "effort_applied": "high"})
+    report = report_of(result, JobRecord(effort_requested="high", effort_applied="high"))
     assert report.termination == "error"
     assert report.error is not None
     assert (report.error.code, report.error.component) == ("UNAVAILABLE", "policy")
