@@ -17,7 +17,7 @@ from services.common.difficulty_features import estimation_text
 from services.common.errors import InvalidArgument
 from services.common.task_type import TaskType, classify_task
 from services.common.tracing import inject_context
-from services.gateway.admission import Thresholds, admit
+from services.gateway.admission import Decision, Thresholds, admit
 from services.gateway.difficulty import DifficultyEstimator, Estimate
 from services.gateway.effort import normalize_effort
 from services.gateway.errors import too_many
@@ -83,6 +83,13 @@ class Plan:
 Request = ChatCompletionRequest | CompletionRequest
 
 
+def _max_tokens_field(req: Request) -> str:
+    """The field the request set its per-candidate limit in (for error messages)."""
+    if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
 def _prompt_parts(req: Request) -> tuple[list[tuple[str, str]], str, str]:
     """(messages, raw prompt, field name) with the emptiness check OpenAI clients expect."""
     if isinstance(req, ChatCompletionRequest):
@@ -129,8 +136,8 @@ class Planner:
             shed_kv_utilization=settings.shed_kv_utilization,
         )
 
-    def check(self, req: Request) -> tuple[list[tuple[str, str]], str]:
-        """Checks that need nothing but the request: returns (messages, prompt)."""
+    def check(self, req: Request) -> tuple[list[tuple[str, str]], str, int]:
+        """Checks that need nothing but the request: returns (messages, prompt, max_tokens)."""
         messages, prompt, prompt_field = _prompt_parts(req)
         size = sum(len(text) for _, text in messages) + len(prompt)
         if size > self.settings.max_prompt_chars:
@@ -140,77 +147,89 @@ class Planner:
             )
         if len(req.stop_list()) > 4:
             raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
-        return messages, prompt
-
-    def max_tokens(self, req: Request) -> int:
-        """The per-candidate max_tokens, checked against the model's context window (needs the model)."""
-        info = self.watch.model(req.model)
-        max_tokens_field = "max_tokens"
-        if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
-            max_tokens_field = "max_completion_tokens"
         max_tokens = req.requested_max_tokens() or self.settings.default_max_tokens
         cap = self.settings.max_tokens_cap
         if cap and max_tokens > cap:
             if req.requested_max_tokens() is None:
                 max_tokens = cap
             else:
-                raise InvalidArgument(
-                    f"{max_tokens_field}={max_tokens} exceeds this server's limit of {cap}", field=max_tokens_field
-                )
+                field = _max_tokens_field(req)
+                raise InvalidArgument(f"{field}={max_tokens} exceeds this server's limit of {cap}", field=field)
+        return messages, prompt, max_tokens
+
+    def check_model(self, req: Request, max_tokens: int) -> None:
+        """The model exists (404; 503 when the policy is down) and ``max_tokens`` fits its context window."""
+        info = self.watch.model(req.model)
         if info.max_context and max_tokens >= info.max_context:
+            field = _max_tokens_field(req)
             raise InvalidArgument(
-                f"{max_tokens_field}={max_tokens} exceeds the context window of {req.model} "
-                f"({info.max_context} tokens)",
-                field=max_tokens_field,
+                f"{field}={max_tokens} exceeds the context window of {req.model} ({info.max_context} tokens)",
+                field=field,
             )
-        return max_tokens
 
     async def plan(self, req: Request, queue_depth: int) -> Plan:
         """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception.
 
-        Order matters: request-only checks first (400 even when the policy is down), then the
-        model (404/503), then admission (429), and only then the difficulty probe's compute.
+        One pass: the job is built once, routed once, filled once and validated once. Order
+        matters: request-only checks first (400 even when the policy is down); a pinned strategy
+        needs no difficulty estimate, so its job is complete here and is validated before anything
+        that could answer 503 or 429 (400 naming ``ttc.<field>``); then the model (404/503), then
+        admission (429), and only then the difficulty probe's compute and a routed job's validation.
         """
-        messages, prompt = self.check(req)
+        messages, prompt, max_tokens = self.check(req)
         reasoning = req.reasoning.effort if isinstance(req, ChatCompletionRequest) and req.reasoning else None
         requested = normalize_effort(
             req.reasoning_effort, reasoning, req.model, self.model_defaults, self._default_effort()
         )
         pinned = req.ttc is not None and req.ttc.strategy is not None
-        provisional = req.requested_max_tokens() or self.settings.default_max_tokens
-        if pinned:
-            self._validate_pinned(req, messages, prompt, provisional, requested)
-        max_tokens = self.max_tokens(req)
+        # The decision is pure (queue depth, the last polled KV utilization); it is acted on
+        # (shed, counted) only after the model check, but the applied effort routes the job now.
         decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
+        task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
+        job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
+        plan: Plan | None = None
+        if pinned:
+            plan = self._route(job, req, requested, decision, task, None)
+            self._validate(plan, pinned=True)
+        self.check_model(req, max_tokens)
         if decision.shed:
             self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
             raise too_many(f"server overloaded: {decision.shed_reason}", self.settings.retry_after_s, "overloaded")
         for signal in decision.degraded_by:
             self.metrics.degradations.labels(requested, decision.effort, signal).inc()
-
-        job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
-        plan = Plan(job, self.table.route(decision.effort, None), requested, decision.effort, decision.degraded_by)
-        plan.task_type = task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
-        if not pinned and self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
-            estimate = await self.estimator.estimate(req.model, messages, prompt)
-            plan.probe = estimate
-            plan.difficulty = estimate.difficulty
-            plan.difficulty_bin = self.table.bin_of(estimate.difficulty)
-        plan.route = apply_overrides(self.table.route(decision.effort, plan.difficulty_bin, task), req.ttc)
-        self._fill(plan, req)
-        self.validate_job(plan.job)
+        if plan is None:
+            estimate = None
+            if self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
+                estimate = await self.estimator.estimate(req.model, messages, prompt)
+            plan = self._route(job, req, requested, decision, task, estimate)
+            self._validate(plan, pinned=False)
         return plan
 
-    def _validate_pinned(
-        self, req: Request, messages: list[tuple[str, str]], prompt: str, max_tokens: int, effort: Effort
-    ) -> None:
-        """A pinned strategy is checked by the orchestrator's own validation before anything else."""
-        job = self._job(req, messages, prompt, max_tokens, effort, effort)
-        plan = Plan(job, apply_overrides(self.table.route(effort, None), req.ttc), effort, effort)
+    def _route(
+        self,
+        job: orchestrator_pb2.SearchJob,
+        req: Request,
+        requested: Effort,
+        decision: Decision,
+        task: TaskType,
+        estimate: Estimate | None,
+    ) -> Plan:
+        """The job's one route (the table's, with the request's ``ttc`` overrides), filled in."""
+        difficulty_bin = self.table.bin_of(estimate.difficulty) if estimate is not None else None
+        route = apply_overrides(self.table.route(decision.effort, difficulty_bin, task), req.ttc)
+        plan = Plan(job, route, requested, decision.effort, decision.degraded_by, task_type=task)
+        if estimate is not None:
+            plan.probe, plan.difficulty, plan.difficulty_bin = estimate, estimate.difficulty, difficulty_bin
         self._fill(plan, req)
+        return plan
+
+    def _validate(self, plan: Plan, pinned: bool) -> None:
+        """The job validator's verdict; a pinned strategy's mistakes are named ``ttc.<field>``."""
         try:
             self.validate_job(plan.job)
         except InvalidArgument as err:
+            if not pinned:
+                raise
             leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
             raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
 

@@ -1,0 +1,143 @@
+"""Planning is one pass: a request is routed once, its job filled once and validated once,
+and the order of answers holds (request-only 400s, then a pinned strategy's ``ttc.<field>``
+400, then the model's 404/503, then admission's 429)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.common.errors import InvalidArgument, ServiceError, Unavailable
+from services.common.metrics import ServiceMetrics
+from services.gateway.difficulty import Estimate
+from services.gateway.errors import HTTPError
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.planning import Planner
+from services.gateway.protocol import ChatCompletionRequest
+from services.gateway.routing import RoutingTable, load_routing_table
+from services.gateway.settings import GatewaySettings
+from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2
+from services.jobs import validation
+
+TABLE = Path("services/gateway/routing/routing.v1.json")
+_METRICS = GatewayMetrics(ServiceMetrics("gateway-planning-test"))
+
+
+class Watch:
+    def __init__(self, up: bool = True) -> None:
+        self.up = up
+        self.kv_utilization = 0.0
+        self.model_calls = 0
+
+    def model(self, name: str) -> policy_pb2.ModelInfo:
+        self.model_calls += 1
+        if not self.up:
+            raise Unavailable("the policy service is down")
+        return policy_pb2.ModelInfo(id=name, max_context=8192)
+
+
+class Estimator:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def estimate(self, model: str, messages: Any, prompt: str) -> Estimate:
+        self.calls += 1
+        return Estimate(difficulty=0.9, prompt_tokens=10, generated_tokens=20, cached_tokens=0)
+
+
+class Validator:
+    """Counts calls; refuses a pinned job's strategy parameter like the orchestrator would."""
+
+    def __init__(self) -> None:
+        self.jobs: list[orchestrator_pb2.SearchJob] = []
+
+    def __call__(self, job: orchestrator_pb2.SearchJob) -> None:
+        self.jobs.append(job)
+        validation.validate(job)
+        if "bad" in job.strategy.params.fields:
+            raise InvalidArgument("bad is not a parameter of this strategy", field="strategy.params.bad")
+
+
+@pytest.fixture
+def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    calls: list[tuple[Any, ...]] = []
+    original = RoutingTable.route
+
+    def counting(self: RoutingTable, *args: Any) -> Any:
+        calls.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(RoutingTable, "route", counting)
+    return calls
+
+
+def _planner(watch: Watch, validator: Validator, estimator: Estimator | None = None, **settings: Any) -> Planner:
+    table = load_routing_table(TABLE)
+    return Planner(GatewaySettings(**settings), table, estimator, watch, _METRICS, {}, validator)  # type: ignore[arg-type]
+
+
+def _chat(**extra: Any) -> ChatCompletionRequest:
+    body = {"model": "m", "messages": [{"role": "user", "content": "What is 17 + 25?"}], **extra}
+    return ChatCompletionRequest.model_validate(body)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"reasoning_effort": "high"},
+        {"reasoning_effort": "high", "ttc": {"strategy": "self_consistency", "n": 3}},
+        {"reasoning_effort": "none", "ttc": {"strategy": "single"}},
+    ],
+    ids=["routed", "pinned", "pinned-none"],
+)
+async def test_a_request_is_routed_filled_and_validated_once(routes: list[tuple[Any, ...]], extra: Any) -> None:
+    validator, watch = Validator(), Watch()
+    plan = await _planner(watch, validator, Estimator()).plan(_chat(**extra), queue_depth=0)
+    assert len(routes) == 1, routes
+    assert validator.jobs == [plan.job]  # the job validated is the job enqueued
+    assert watch.model_calls == 1
+    if "ttc" in extra:
+        assert plan.route.strategy == extra["ttc"]["strategy"] and plan.probe is None
+
+
+async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tuple[Any, ...]]) -> None:
+    estimator, validator = Estimator(), Validator()
+    planner = _planner(Watch(), validator, estimator)
+    if not planner.table.needs_difficulty("high", "arithmetic"):
+        pytest.skip("the packaged table routes this effort without a difficulty estimate")
+    plan = await planner.plan(_chat(reasoning_effort="high"), queue_depth=0)
+    assert estimator.calls == 1 and len(routes) == 1 and len(validator.jobs) == 1
+    assert routes[0][1] == plan.difficulty_bin is not None
+    assert plan.job.difficulty == pytest.approx(0.9)
+
+
+async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admission(
+    routes: list[tuple[Any, ...]],
+) -> None:
+    validator, watch = Validator(), Watch(up=False)
+    bad = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}})
+    with pytest.raises(InvalidArgument) as caught:
+        await _planner(watch, validator).plan(bad, queue_depth=10_000)  # policy down and queue full
+    assert caught.value.field == "ttc.bad"
+    assert watch.model_calls == 0 and len(routes) == 1 and len(validator.jobs) == 1
+    # A good pinned request in the same state gets the model's 503 (then admission's 429).
+    with pytest.raises(Unavailable):
+        await _planner(watch, validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
+    with pytest.raises(HTTPError) as shed:
+        await _planner(Watch(), validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
+    assert shed.value.status == 429
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [({"stop": ["a", "b", "c", "d", "e"]}, "stop"), ({"max_tokens": 100_000}, "max_tokens")],
+)
+async def test_request_only_checks_come_first(routes: list[tuple[Any, ...]], extra: Any, field: str) -> None:
+    validator, watch = Validator(), Watch(up=False)
+    request = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}}, **extra)
+    with pytest.raises(ServiceError) as caught:
+        await _planner(watch, validator, max_tokens_cap=4096).plan(request, queue_depth=0)
+    assert caught.value.field == field
+    assert routes == [] and validator.jobs == [] and watch.model_calls == 0
