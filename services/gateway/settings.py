@@ -52,8 +52,9 @@ class GatewaySettings(BaseSettings):
         description="Per-model default efforts as `model=effort` pairs, comma-separated; overrides default_effort.",
     )
     routing_table: str = Field(
-        "services/gateway/routing/routing.v1.json",
-        description="Path of the versioned routing table mapping (effort, difficulty bin) to strategy and budget.",
+        "services/gateway/routing/routing.v2.json",
+        description="Path of the versioned routing table mapping (task type, effort, difficulty bin) to strategy and "
+        "budget; v2 is calibrated on Qwen2.5-Coder-0.5B (docs/effort-ladder.md).",
     )
     default_max_tokens: int = Field(
         512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests.helpers.processes import RedisServer, ServiceProcess, free_port, grpc_healthy, http_healthy
+from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy, http_healthy
 
 MODEL = "smollm2-135m"
 
@@ -92,6 +92,9 @@ class GatewayStack:
             "TTC_GATEWAY_STATS_INTERVAL_S": "0.5",
             "TTC_GATEWAY_VISIBILITY_TIMEOUT_S": "8",
             "TTC_GATEWAY_JOB_TIMEOUT_S": "120",
+            # The gateway mechanics (probe, routed self-consistency) are tested on the hand-written
+            # v1 table with SmolLM2; the calibrated v2 ladder is tested in test_program_of_thought.py.
+            "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),
             **self.gateway_env,
         }
         self.gateway = ServiceProcess("gateway", env).start()

@@ -18,11 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
+from services.common.answers import extract_answer
 from services.common.grpc_client import insecure_channel
 from services.orchestrator.clients import GrpcExecutor
 from services.orchestrator.search import run_search
 from tests.e2e.gateway_stack import GatewayStack
-from tests.helpers.processes import RedisServer, ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier
 
@@ -52,7 +53,11 @@ def sandbox_target() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewayStack]:
-    s = GatewayStack(redis_server, worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target})
+    s = GatewayStack(
+        redis_server,
+        worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target},
+        gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json")},
+    )
     try:
         s.start_policy({"TTC_POLICY_MODEL": QWEN})
         s.start_worker()
@@ -66,9 +71,7 @@ def test_program_of_thought_answers_a_word_problem_through_the_gateway(stack: Ga
     from openai import OpenAI
 
     client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
-    question = (
-        "A bakery baked 347 loaves on Monday and 289 on Tuesday. It sold 412 loaves in total. How many loaves are left?"
-    )
+    question = "Tom has 3 boxes with 24 pencils each. He gives away 17 pencils. How many pencils does he have left?"
     response = client.chat.completions.create(
         model=QWEN,
         messages=[{"role": "user", "content": question}],
@@ -76,12 +79,31 @@ def test_program_of_thought_answers_a_word_problem_through_the_gateway(stack: Ga
         extra_body={"ttc": {"strategy": "program_of_thought", "n": 1}},
     )
     answer = response.choices[0].message.content or ""
-    assert answer.rstrip().endswith("The answer is 224."), answer
+    assert answer.rstrip().endswith("The answer is 55."), answer
     ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
     trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
     runs = [n for n in trace["nodes"] if n.get("execution")]
     assert runs and runs[0]["execution"]["status"] == "ok"
-    assert runs[0]["execution"]["stdout"].strip() == "224"
+    assert runs[0]["execution"]["stdout"].strip() == "55"
+
+
+def test_the_shipped_ladder_answers_the_readme_example(stack: GatewayStack) -> None:
+    """The README's example on the embedded default and the calibrated v2 table: ``none`` is one
+    greedy chain-of-thought sample, ``low`` routes the arithmetic question to a program."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    messages = [{"role": "user", "content": "What is 17 + 25?"}]
+    low = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="low")  # type: ignore[arg-type]
+    ttc: dict[str, Any] = low.model_extra["ttc"]  # type: ignore[index]
+    assert (ttc["task_type"], ttc["strategy"], ttc["effort_applied"]) == ("arithmetic", "program_of_thought", "low")
+    # The greedy program, or (when the model answers in prose instead of code) the greedy
+    # chain-of-thought fallback: either way the right number.
+    assert extract_answer(low.choices[0].message.content or "") == "42"
+    assert ttc["spend"]["probe"]["generated_tokens"] == 0  # the estimator generates nothing
+    none = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="none", max_tokens=128)  # type: ignore[arg-type]
+    assert none.model_extra["ttc"]["strategy"] == "single"  # type: ignore[index]
+    assert none.model_extra["ttc"]["candidates_generated"] == 1  # type: ignore[index]
 
 
 HOSTILE = {

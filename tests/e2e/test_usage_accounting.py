@@ -101,7 +101,9 @@ def test_usage_equals_the_engines_counter_deltas(stack: GatewayStack, case: str)
     assert usage["prompt_tokens"] == sum(spend[r]["prompt_tokens"] for r in roles)
     assert usage["completion_tokens"] == sum(spend[r]["generated_tokens"] for r in roles)
     answer = usage["completion_tokens"] - usage["completion_tokens_details"]["reasoning_tokens"]
-    assert 0 <= answer <= 24
+    assert 0 <= answer <= usage["completion_tokens"]
+    if pinned is None or pinned.get("strategy") != "beam_search":  # a beam's answer joins several steps
+        assert answer <= 24
     if pinned is not None and pinned.get("verifier") in ("orm", "prm"):
         # Judges prefill (Score): their tokens are prompt tokens, and they generate nothing.
         assert spend["verifier"]["prompt_tokens"] > 0 and spend["verifier"]["generated_tokens"] == 0
