@@ -51,7 +51,7 @@ PROGRAM_INSTRUCTION = (
     "Do not solve this by hand: reply with only a short ```python code block, without comments, "
     "whose program computes and prints the answer."
 )
-# Programs print one value; long outputs are loops gone wrong.
+# A program worth running is short; a longer completion is the model explaining instead of coding.
 PROGRAM_MAX_TOKENS = 512
 
 
