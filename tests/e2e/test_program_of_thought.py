@@ -23,7 +23,7 @@ from services.common.grpc_client import insecure_channel
 from services.orchestrator.clients import GrpcExecutor
 from services.orchestrator.search import run_search
 from tests.e2e.gateway_stack import GatewayStack
-from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import ROOT, RedisServer, start_sandbox
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier
 
@@ -34,21 +34,11 @@ SLOTS = 4
 
 @pytest.fixture(scope="module")
 def sandbox_target() -> Iterator[str]:
-    port, metrics_port = free_port(), free_port()
-    service = ServiceProcess(
-        "sandbox",
-        env={
-            "TTC_SANDBOX_PORT": str(port),
-            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
-            "TTC_SANDBOX_MAX_CONCURRENCY": str(SLOTS),
-            "TTC_SANDBOX_UID_BASE": str(90000 + (os.getpid() % 500) * 64),
-        },
-    ).start()
+    sandbox = start_sandbox(90000 + (os.getpid() % 500) * 64, SLOTS)
     try:
-        service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
-        yield f"127.0.0.1:{port}"
+        yield sandbox.target
     finally:
-        service.stop()
+        sandbox.process.stop()
 
 
 @pytest.fixture(scope="module")

