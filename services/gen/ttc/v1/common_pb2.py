@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ttc/v1/common.proto\x12\x06ttc.v1\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"P\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x04\x12\x15\n\rcached_tokens\x18\x03 \x01(\x04\">\n\nTopLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\x05\x12\x0f\n\x07logprob\x18\x03 \x01(\x02\"j\n\x0cTokenLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\x05\x12\x0f\n\x07logprob\x18\x03 \x01(\x02\x12(\n\x0ctop_logprobs\x18\x04 \x03(\x0b\x32\x12.ttc.v1.TopLogprobb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ttc/v1/common.proto\x12\x06ttc.v1\"v\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12$\n\ntool_calls\x18\x03 \x03(\x0b\x32\x10.ttc.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"R\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\x12\x0e\n\x06strict\x18\x04 \x01(\x08\"I\n\x08ToolSpec\x12\x1b\n\x05tools\x18\x01 \x03(\x0b\x32\x0c.ttc.v1.Tool\x12\x0e\n\x06\x63hoice\x18\x02 \x01(\t\x12\x10\n\x08parallel\x18\x03 \x01(\x08\"H\n\x10OutputConstraint\x12\x15\n\x0bjson_object\x18\x01 \x01(\x08H\x00\x12\x15\n\x0bjson_schema\x18\x02 \x01(\tH\x00\x42\x06\n\x04kind\"P\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x04\x12\x15\n\rcached_tokens\x18\x03 \x01(\x04\">\n\nTopLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\x05\x12\x0f\n\x07logprob\x18\x03 \x01(\x02\"j\n\x0cTokenLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08token_id\x18\x02 \x01(\x05\x12\x0f\n\x07logprob\x18\x03 \x01(\x02\x12(\n\x0ctop_logprobs\x18\x04 \x03(\x0b\x32\x12.ttc.v1.TopLogprobb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ttc.v1.common_pb2', _global
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CHATMESSAGE']._serialized_start=31
-  _globals['_CHATMESSAGE']._serialized_end=75
-  _globals['_USAGE']._serialized_start=77
-  _globals['_USAGE']._serialized_end=157
-  _globals['_TOPLOGPROB']._serialized_start=159
-  _globals['_TOPLOGPROB']._serialized_end=221
-  _globals['_TOKENLOGPROB']._serialized_start=223
-  _globals['_TOKENLOGPROB']._serialized_end=329
+  _globals['_CHATMESSAGE']._serialized_end=149
+  _globals['_TOOLCALL']._serialized_start=151
+  _globals['_TOOLCALL']._serialized_end=206
+  _globals['_TOOL']._serialized_start=208
+  _globals['_TOOL']._serialized_end=290
+  _globals['_TOOLSPEC']._serialized_start=292
+  _globals['_TOOLSPEC']._serialized_end=365
+  _globals['_OUTPUTCONSTRAINT']._serialized_start=367
+  _globals['_OUTPUTCONSTRAINT']._serialized_end=439
+  _globals['_USAGE']._serialized_start=441
+  _globals['_USAGE']._serialized_end=521
+  _globals['_TOPLOGPROB']._serialized_start=523
+  _globals['_TOPLOGPROB']._serialized_end=585
+  _globals['_TOKENLOGPROB']._serialized_start=587
+  _globals['_TOKENLOGPROB']._serialized_end=693
 # @@protoc_insertion_point(module_scope)

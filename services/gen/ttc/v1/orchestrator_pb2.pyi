@@ -51,7 +51,7 @@ class StrategySpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., n: _Optional[int] = ..., verifier: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SearchJob(_message.Message):
-    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "difficulty", "trace_context", "enqueued_at")
+    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "difficulty", "trace_context", "enqueued_at", "tools", "response_format", "logprobs", "top_logprobs", "answers", "stream_answer")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,12 @@ class SearchJob(_message.Message):
     DIFFICULTY_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ANSWER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     model: str
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
@@ -93,7 +99,13 @@ class SearchJob(_message.Message):
     difficulty: float
     trace_context: _containers.ScalarMap[str, str]
     enqueued_at: float
-    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ...) -> None: ...
+    tools: _common_pb2.ToolSpec
+    response_format: _common_pb2.OutputConstraint
+    logprobs: bool
+    top_logprobs: int
+    answers: int
+    stream_answer: bool
+    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ..., tools: _Optional[_Union[_common_pb2.ToolSpec, _Mapping]] = ..., response_format: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., answers: _Optional[int] = ..., stream_answer: _Optional[bool] = ...) -> None: ...
 
 class BudgetUse(_message.Message):
     __slots__ = ("generated_tokens", "prompt_tokens", "cached_tokens", "policy_calls", "verifier_calls", "wall_seconds", "sandbox_runs", "sandbox_seconds", "verifier_prompt_tokens", "verifier_cached_tokens", "verifier_generated_tokens", "probe_prompt_tokens", "probe_cached_tokens", "probe_generated_tokens")
@@ -128,7 +140,7 @@ class BudgetUse(_message.Message):
     def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., sandbox_runs: _Optional[int] = ..., sandbox_seconds: _Optional[float] = ..., verifier_prompt_tokens: _Optional[int] = ..., verifier_cached_tokens: _Optional[int] = ..., verifier_generated_tokens: _Optional[int] = ..., probe_prompt_tokens: _Optional[int] = ..., probe_cached_tokens: _Optional[int] = ..., probe_generated_tokens: _Optional[int] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved")
+    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +155,9 @@ class SearchResult(_message.Message):
     ANSWER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_SAVED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_SAVED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     answer: str
     finish_reason: str
@@ -157,7 +172,26 @@ class SearchResult(_message.Message):
     answer_tokens: int
     candidates_saved: int
     tokens_saved: int
-    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ...) -> None: ...
+    tool_calls: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolCall]
+    logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprob]
+    alternatives: _containers.RepeatedCompositeFieldContainer[Answer]
+    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ...) -> None: ...
+
+class Answer(_message.Message):
+    __slots__ = ("text", "tool_calls", "finish_reason", "logprobs", "votes", "score")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    tool_calls: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolCall]
+    finish_reason: str
+    logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprob]
+    votes: int
+    score: float
+    def __init__(self, text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., finish_reason: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., votes: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "budget_used")
