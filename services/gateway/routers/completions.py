@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.protocol import CompletionRequest, CompletionResponse, Job
 from services.gateway.routers.deps import caller, gateway
-from services.gateway.routers.responses import SSE, errors
+from services.gateway.routers.openapi_errors import SSE, errors
 
 router = APIRouter(tags=["completions"])
 

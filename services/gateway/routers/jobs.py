@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from services.gateway.protocol import ChatCompletionResponse, Job
 from services.gateway.routers.deps import caller, gateway
-from services.gateway.routers.responses import errors
+from services.gateway.routers.openapi_errors import errors
 
 router = APIRouter(tags=["jobs"])
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from services.gateway.protocol import Model, ModelList
 from services.gateway.routers.deps import caller, gateway
-from services.gateway.routers.responses import errors
+from services.gateway.routers.openapi_errors import errors
 
 router = APIRouter(tags=["models"])
 

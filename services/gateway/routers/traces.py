@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 
 from services.gateway.errors import HTTPError
 from services.gateway.routers.deps import caller, gateway
-from services.gateway.routers.responses import errors
+from services.gateway.routers.openapi_errors import errors
 
 router = APIRouter(tags=["traces"])
 VIEWER = Path(__file__).resolve().parents[1] / "static" / "trace_viewer.html"
