@@ -42,10 +42,42 @@ def detect_parent() -> tuple[Path, int] | None:
             return Path(mount + own["memory"]), 1
         if fstype == "cgroup2" and "" in own:
             parent = Path(mount + own[""])
-            controllers_file = Path(mount) / "cgroup.controllers"
-            if controllers_file.exists() and "memory" in controllers_file.read_text().split():
+            # The controllers this process's own cgroup may hand to children: the mount root's
+            # list says nothing about whether the path down to us delegates ``memory``.
+            if "memory" in _words(parent / "cgroup.controllers"):
                 return parent, 2
     return None
+
+
+def _words(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
+
+
+def delegate_memory_v2(parent: Path, owner: int | None = None) -> Path | None:
+    """Let ``parent`` (a v2 cgroup holding this service) give its children memory limits.
+
+    cgroup v2's no-internal-processes rule: a non-root cgroup that holds processes cannot
+    enable controllers for its children, so writing ``+memory`` to ``cgroup.subtree_control``
+    fails with EBUSY while the service still sits in ``parent``. The service's processes (and
+    any other member, e.g. a container's init) move into a leaf ``<prefix><owner>-service``
+    first, the same delegation container runtimes do; the slot cgroups are then its siblings.
+    Returns the leaf (``None`` when ``memory`` was already enabled); raises ``OSError`` when
+    not permitted.
+    """
+    control = parent / "cgroup.subtree_control"
+    if "memory" in _words(control):
+        return None
+    owner = os.getpid() if owner is None else owner
+    leaf = parent / f"{PREFIX}{owner}-service"
+    leaf.mkdir(exist_ok=True)
+    for pid in _words(parent / "cgroup.procs"):
+        with contextlib.suppress(ProcessLookupError):  # exited meanwhile
+            (leaf / "cgroup.procs").write_text(pid)
+    control.write_text("+memory")
+    return leaf
 
 
 @dataclass
@@ -119,8 +151,10 @@ def create_slots(parent: Path, version: int, uids: list[int], owner: int | None 
     """
     owner = os.getpid() if owner is None else owner
     for stale in parent.glob(f"{PREFIX}*"):
-        if stale.is_dir() and not _owner_alive(stale.name):
+        if stale.is_dir() and not _owner_alive(stale.name) and not stale.name.endswith("-service"):
             SlotCgroup(stale, version).remove()
+    if version == 2:
+        delegate_memory_v2(parent, owner)
     slots = {}
     for uid in uids:
         path = parent / f"{PREFIX}{owner}-{uid}"

@@ -66,7 +66,7 @@ def test_create_slots_makes_one_directory_per_uid_and_owner(tmp_path: Path) -> N
     dead.mkdir()  # (empty: a plain directory cannot be removed with files in it, a cgroup can)
     other = tmp_path / f"ttc-sandbox-{os.getppid()}-7000"  # a live service's: left alone
     other.mkdir()
-    slots = create_slots(tmp_path, 2, [7000, 7001], owner=os.getpid())
+    slots = create_slots(tmp_path, 1, [7000, 7001], owner=os.getpid())
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted([other.name, f"ttc-sandbox-{os.getpid()}-7000", f"ttc-sandbox-{os.getpid()}-7001"])
     assert slots[7001].path == tmp_path / f"ttc-sandbox-{os.getpid()}-7001"
@@ -79,3 +79,50 @@ def test_block_fd_holds_the_program_until_released() -> None:
     assert args.index("--block-fd") < args.index("--")
     no_block = bwrap_args("/usr/bin/bwrap", interp, tmpfs_bytes=1, files=[], status_fd=5, argv=["x"])
     assert "--block-fd" not in no_block
+
+
+def v2_dir(path: Path, procs: str = "", subtree: str = "") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (path / "cgroup.subtree_control").write_text(subtree)
+    (path / "cgroup.procs").write_text(procs)
+    return path
+
+
+def test_v2_delegation_moves_members_to_a_leaf_then_enables_memory(tmp_path: Path) -> None:
+    """The no-internal-processes rule: members leave the parent before ``+memory`` is written."""
+    parent = v2_dir(tmp_path / "svc", procs="41\n42\n")
+    writes: list[tuple[str, str]] = []
+    original = Path.write_text
+
+    def recording(target: Path, data: str, *args: object, **kwargs: object) -> int:
+        writes.append((str(target.relative_to(tmp_path)), data))
+        if target.name == "cgroup.procs" and target.parent != parent:
+            (parent / "cgroup.procs").write_text("")  # the kernel moves the pid out of the parent
+        if target == parent / "cgroup.subtree_control" and (parent / "cgroup.procs").read_text().strip():
+            raise OSError(16, "Device or resource busy")
+        return original(target, data)
+
+    Path.write_text = recording  # type: ignore[method-assign,assignment]
+    try:
+        slots = create_slots(parent, 2, [7000], owner=123)
+    finally:
+        Path.write_text = original  # type: ignore[method-assign]
+    assert ("svc/ttc-sandbox-123-service/cgroup.procs", "41") in writes
+    assert writes[-1] == ("svc/cgroup.subtree_control", "+memory")
+    assert slots[7000].path == parent / "ttc-sandbox-123-7000"
+
+
+def test_v2_delegation_is_skipped_when_memory_is_already_enabled(tmp_path: Path) -> None:
+    parent = v2_dir(tmp_path / "svc", procs="41\n", subtree="memory pids\n")
+    create_slots(parent, 2, [7000], owner=123)
+    assert not (parent / "ttc-sandbox-123-service").exists()
+
+
+def test_stale_service_leaf_is_never_removed(tmp_path: Path) -> None:
+    """A killed service's leaf may still hold processes moved there (a container's init)."""
+    parent = v2_dir(tmp_path / "svc", subtree="memory\n")
+    leaf = parent / "ttc-sandbox-999999999-service"
+    leaf.mkdir()
+    create_slots(parent, 2, [7000], owner=123)
+    assert leaf.exists()
