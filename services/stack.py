@@ -1,9 +1,15 @@
 """``ttc stack``: the whole system on one machine, each service its own process.
 
-Starts Redis when none answers at ``TTC_REDIS_URL``, then policy → sandbox → verifier →
-orchestrator worker → gateway, waiting for each to report healthy before starting the next
-that depends on it; prints how to call the gateway; stops everything in reverse order on
-Ctrl-C or SIGTERM. Logs of every process go to ``.run/<service>.log``.
+Starts Redis when none answers at ``TTC_REDIS_URL`` (with its append-only file in
+``.run/redis-<port>/``, ``appendfsync everysec``: a Redis restart keeps queued jobs), then
+policy → sandbox → verifier → orchestrator worker → gateway, waiting for each to report healthy
+before starting the next that depends on it; prints how to call the gateway.
+
+Then it supervises: a child that exits is restarted after an exponential backoff (``Backoff``:
+1 s doubling to 30 s, reset once a child has stayed up 10 s), and each exit and restart is
+logged. Only a signal (Ctrl-C, SIGTERM) stops the stack, and then it stops every child in
+reverse order. Logs of every process go to ``.run/<service>.log``, the current pid of each to
+``.run/<service>.pid``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import urlopen
@@ -26,6 +33,58 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.common.settings import CommonSettings
 
 RUN_DIR = Path(".run")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long to wait before restarting a child that exited: ``initial_s`` after the first
+    exit, times ``factor`` after each further exit, at most ``max_s``. A child that ran at least
+    ``stable_s`` before it exited counts as healthy again: its next restart waits ``initial_s``."""
+
+    initial_s: float = 1.0
+    factor: float = 2.0
+    max_s: float = 30.0
+    stable_s: float = 10.0
+
+    def delay(self, failures: int) -> float:
+        """The wait before restart number ``failures`` (1-based) of a run of quick exits."""
+        return float(min(self.max_s, self.initial_s * self.factor ** max(failures - 1, 0)))
+
+
+@dataclass
+class RestartState:
+    """One child's restart bookkeeping, driven by a clock passed in (pure, unit-tested)."""
+
+    backoff: Backoff = field(default_factory=Backoff)
+    started_at: float = 0.0
+    failures: int = 0
+    restarts: int = 0
+    restart_at: float | None = None
+
+    def started(self, now: float) -> None:
+        self.started_at = now
+        self.restart_at = None
+
+    def exited(self, now: float) -> float:
+        """Record an exit seen at ``now``; return the delay before its restart."""
+        if now - self.started_at >= self.backoff.stable_s:
+            self.failures = 0
+        self.failures += 1
+        delay = self.backoff.delay(self.failures)
+        self.restart_at = now + delay
+        return delay
+
+    @property
+    def waiting(self) -> bool:
+        """True between an exit and its restart."""
+        return self.restart_at is not None
+
+    def due(self, now: float) -> bool:
+        return self.restart_at is not None and now >= self.restart_at
+
+
+def _log(message: str) -> None:
+    print(f"{datetime.now(UTC).isoformat(timespec='milliseconds')} stack: {message}", file=sys.stderr, flush=True)
 
 
 def _grpc_ready(port: int) -> Callable[[], bool]:
@@ -52,24 +111,32 @@ def _http_ready(url: str) -> Callable[[], bool]:
 
 
 @dataclass
-class _Child:
+class Child:
     name: str
     command: list[str]
     ready: Callable[[], bool]
     proc: subprocess.Popen[bytes] | None = None
+    state: RestartState = field(default_factory=RestartState)
 
     def start(self, env: dict[str, str]) -> None:
-        log = open(RUN_DIR / f"{self.name}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(self.command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        with open(RUN_DIR / f"{self.name}.log", "ab") as log:
+            self.proc = subprocess.Popen(self.command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        (RUN_DIR / f"{self.name}.pid").write_text(f"{self.proc.pid}\n")
+        self.state.started(time.monotonic())
 
-    def wait_ready(self, timeout: float) -> None:
+    def exit_code(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def wait_ready(self, timeout: float, stopping: Callable[[], bool]) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stopping():
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {RUN_DIR}/{self.name}.log")
             if self.ready():
                 return
             time.sleep(0.3)
+        if stopping():
+            return
         raise TimeoutError(f"{self.name} not ready after {timeout:.0f}s; see {RUN_DIR}/{self.name}.log")
 
     def stop(self) -> None:
@@ -82,7 +149,7 @@ class _Child:
             self.proc.kill()
 
 
-def _redis_child(redis_url: str) -> _Child | None:
+def _redis_child(redis_url: str) -> Child | None:
     """A child Redis for ``redis_url`` unless one already answers there."""
     parsed = urlparse(redis_url)
     port = parsed.port or 6379
@@ -103,8 +170,48 @@ def _redis_child(redis_url: str) -> _Child | None:
         except redis.RedisError:
             return False
 
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    return _Child("redis", command, ping)
+    data_dir = (RUN_DIR / f"redis-{port}").resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return Child("redis", redis_command(binary, port, data_dir), ping)
+
+
+def redis_command(binary: str, port: int, data_dir: Path) -> list[str]:
+    """redis-server on 127.0.0.1:``port`` with its append-only file in ``data_dir``: every write
+    is logged and fsynced once a second, so a restart (or a crash, less the last second) keeps
+    queued jobs, records and results. No RDB snapshots; the AOF is the only persistence."""
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]
+
+
+def supervise(children: list[Child], env: dict[str, str], stopping: Callable[[], bool], tick_s: float = 0.2) -> None:
+    """Restart every child that exits, after its backoff, until ``stopping()``; log each exit
+    and restart."""
+    while not stopping():
+        now = time.monotonic()
+        for child in children:
+            code = child.exit_code()
+            if code is not None and not child.state.waiting:
+                delay = child.state.exited(now)
+                _log(f"{child.name} exited ({code}); restarting in {delay:.1f}s (see {RUN_DIR}/{child.name}.log)")
+            elif child.state.due(now):
+                child.start(env)
+                child.state.restarts += 1
+                pid = child.proc.pid if child.proc is not None else 0
+                _log(f"{child.name} restarted (pid {pid}, restart {child.state.restarts})")
+        time.sleep(tick_s)
 
 
 def _served_model(port: int) -> str:
@@ -141,7 +248,7 @@ Press Ctrl-C to stop.
 
 
 def run_stack() -> int:
-    """Start every service, print the banner, and stop them all on a signal."""
+    """Start every service, print the banner, restart what exits, and stop them all on a signal."""
     from services.gateway.settings import GatewaySettings
     from services.orchestrator.settings import OrchestratorSettings
     from services.policy.settings import PolicySettings
@@ -157,15 +264,15 @@ def run_stack() -> int:
         child
         for child in [
             _redis_child(common.redis_url),
-            _Child("policy", [*serve, "policy"], _grpc_ready(PolicySettings().port)),
-            _Child("sandbox", [*serve, "sandbox"], _grpc_ready(SandboxSettings().port)),
-            _Child("verifier", [*serve, "verifier"], _grpc_ready(VerifierSettings().port)),
-            _Child(
+            Child("policy", [*serve, "policy"], _grpc_ready(PolicySettings().port)),
+            Child("sandbox", [*serve, "sandbox"], _grpc_ready(SandboxSettings().port)),
+            Child("verifier", [*serve, "verifier"], _grpc_ready(VerifierSettings().port)),
+            Child(
                 "orchestrator",
                 [*serve, "orchestrator"],
                 _http_ready(f"http://127.0.0.1:{OrchestratorSettings().metrics_port}/metrics"),
             ),
-            _Child("gateway", [*serve, "gateway"], _http_ready(f"http://127.0.0.1:{gateway_port}/healthz")),
+            Child("gateway", [*serve, "gateway"], _http_ready(f"http://127.0.0.1:{gateway_port}/healthz")),
         ]
         if child is not None
     ]
@@ -177,20 +284,19 @@ def run_stack() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    started: list[_Child] = []
+    started: list[Child] = []
     try:
         for child in children:
+            if stopping:
+                return 0
             print(f"starting {child.name} ...", flush=True)
             child.start(env)
             started.append(child)
-            child.wait_ready(timeout=600)
-        print(_banner(gateway_port, _served_model(gateway_port)), flush=True)
-        while not stopping:
-            for child in started:
-                if child.proc is not None and child.proc.poll() is not None:
-                    print(f"{child.name} exited ({child.proc.returncode}); stopping", file=sys.stderr)
-                    return 1
-            time.sleep(0.5)
+            child.wait_ready(timeout=600, stopping=lambda: stopping)
+        if not stopping:
+            print(_banner(gateway_port, _served_model(gateway_port)), flush=True)
+        supervise(started, env, lambda: stopping)
+        _log("signal received; stopping every service")
         return 0
     except (RuntimeError, TimeoutError) as err:
         print(f"error: {err}", file=sys.stderr)
