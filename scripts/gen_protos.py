@@ -74,6 +74,7 @@ def main() -> int:
             return 0
         shutil.rmtree(TARGET, ignore_errors=True)
         shutil.copytree(out, TARGET)
+        TARGET.chmod(0o755)  # copytree keeps the temporary folder's 0700: services run as other users
     print(f"generated stubs in {TARGET.relative_to(ROOT)}")
     return 0
 
