@@ -75,20 +75,11 @@ class Serving:
         kind: JobKind = "chat.completion" if endpoint == "chat" else "text_completion"
         effort, strategy = "unknown", "unknown"
         try:
-            await self.limiter.check(caller)
-            # Requests this process admitted but has not yet put on the broker count as
-            # waiting too: a burst must not all read the same short queue and be admitted.
-            depth = await self.dispatcher.queue_depth() + self._admitting
-            self.metrics.queue_depth.set(depth)
-            self._admitting += 1
-            try:
-                plan = await self.planner.plan(req, depth)
-                effort, strategy = plan.effort_applied, plan.route.strategy
-                include_usage = bool(req.stream_options and req.stream_options.include_usage)
-                record = plan.record(kind, caller, include_usage, req.background)
-                await self.dispatcher.enqueue(plan.job, record)
-            finally:
-                self._admitting -= 1
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            plan, record = await self.submit(
+                req, caller, lambda plan: plan.record(kind, caller, include_usage, req.background)
+            )
+            effort, strategy = plan.effort_applied, plan.route.strategy
             if req.background:
                 self.metrics.requests.labels(endpoint, effort, strategy, "202").inc()
                 job = Job(
@@ -111,6 +102,24 @@ class Serving:
                 status, _, _ = to_error(exc) if isinstance(exc, Exception) else (500, None, None)
                 self.metrics.requests.labels(endpoint, effort, strategy, str(status)).inc()
             raise
+
+    async def submit(
+        self, req: ChatCompletionRequest | CompletionRequest, caller: str, record_of: Callable[[Plan], JobRecord]
+    ) -> tuple[Plan, JobRecord]:
+        """Rate limit, plan and enqueue one job (``record_of`` builds its record); the Responses API reuses it."""
+        await self.limiter.check(caller)
+        # Requests this process admitted but has not yet put on the broker count as
+        # waiting too: a burst must not all read the same short queue and be admitted.
+        depth = await self.dispatcher.queue_depth() + self._admitting
+        self.metrics.queue_depth.set(depth)
+        self._admitting += 1
+        try:
+            plan = await self.planner.plan(req, depth)
+            record = record_of(plan)
+            await self.dispatcher.enqueue(plan.job, record)
+        finally:
+            self._admitting -= 1
+        return plan, record
 
     async def job(self, job_id: str, caller: str | None = None) -> Job:
         """A background job's status, with its response once finished (only its owner's key sees it)."""
