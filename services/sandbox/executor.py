@@ -72,6 +72,9 @@ class Executor:
             return sandbox_pb2.RunOutcome(status=sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR), (
                 "refusing to run sandboxed code as root: the service must hand out slot uids"
             )
+        # Only root switches to the slot's uid; otherwise the slot only names its cgroup and the
+        # program runs as this user inside its own user namespace (rootless bubblewrap).
+        run_as = uid if os.geteuid() == 0 else None
         interpreter = self.interpreter
         s = self.settings
         cgroup = self.cgroups.get(uid) if uid is not None else None
@@ -93,7 +96,7 @@ class Executor:
             if cgroup is not None:
                 block_r, block_w = os.pipe()
                 fds += [block_r, block_w]
-            command = setpriv_args(s.setpriv_path, uid)
+            command = setpriv_args(s.setpriv_path, run_as)
             command += prlimit_args(s.prlimit_path, limits, tmpfs_bytes=s.tmpfs_bytes, max_open_files=s.max_open_files)
             command += bwrap_args(
                 s.bwrap_path,

@@ -40,40 +40,51 @@ def find_problem(settings: SandboxSettings) -> tuple[Interpreter | None, str]:
         return None, str(exc)
 
 
-def memory_cgroups(settings: SandboxSettings, uids: list[int]) -> dict[int, SlotCgroup]:
-    """Per-slot memory cgroups, or none (logged: the rlimits then bound each process only)."""
-    if settings.memory_cgroup == "off" or not uids:
-        log.warning("memory cgroups off: memory is bounded per process (RLIMIT_AS), not per execution")
+class SandboxStartError(RuntimeError):
+    """The sandbox cannot give the isolation its settings promise; the service must not start."""
+
+
+def memory_cgroups(settings: SandboxSettings, slots: list[int]) -> dict[int, SlotCgroup]:
+    """Per-slot memory cgroups; ``{}`` only when the settings say ``off``.
+
+    ``auto`` never degrades silently: where this process may not create memory cgroups (no
+    controller mounted, or not root and nothing delegated), the service refuses to start and
+    says how to fix it or how to accept per-process limits explicitly.
+    """
+    if settings.memory_cgroup == "off":
+        log.warning("memory cgroups off (TTC_SANDBOX_MEMORY_CGROUP=off): memory is bounded per process (RLIMIT_AS)")
         return {}
     found = detect_parent() if settings.memory_cgroup == "auto" else (Path(settings.memory_cgroup), 1)
+    remedy = (
+        "delegate a memory cgroup to the service (TTC_SANDBOX_MEMORY_CGROUP=<its directory>) or set "
+        "TTC_SANDBOX_MEMORY_CGROUP=off to bound memory per process only"
+    )
     if found is None:
-        log.warning("no memory cgroup mounted: memory is bounded per process (RLIMIT_AS), not per execution")
-        return {}
+        raise SandboxStartError(f"no memory cgroup controller is mounted for this process: {remedy}")
     parent, version = found
     if settings.memory_cgroup != "auto" and (parent / "cgroup.controllers").exists():
         version = 2
     try:
-        slots = create_slots(parent, version, uids)
-        for slot in slots.values():
-            slot.set_limit(settings.default_memory_bytes + 2 * settings.tmpfs_bytes)
+        cgroups = create_slots(parent, version, slots)
+        for cgroup in cgroups.values():
+            cgroup.set_limit(settings.default_memory_bytes + 2 * settings.tmpfs_bytes)
     except OSError as exc:
-        log.warning("cannot create memory cgroups under %s (%s): memory is bounded per process only", parent, exc)
-        return {}
+        who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+        raise SandboxStartError(f"cannot create memory cgroups under {parent} as {who} ({exc}): {remedy}") from exc
     log.info("memory cgroups per slot", extra={"parent": str(parent), "cgroup_version": version})
-    return slots
+    return cgroups
 
 
-async def self_check(executor: Executor, settings: SandboxSettings, uid: int | None) -> None:
-    """Run one trivial program so a sandbox that cannot start says so at start-up, loudly."""
-    outcome, message = await executor.run(Program(b"print('ok')"), resolve_limits(None, settings), uid)
+async def self_check(executor: Executor, settings: SandboxSettings, slot: int) -> None:
+    """Run one trivial program; a sandbox that cannot run it refuses to start, saying why."""
+    outcome, message = await executor.run(Program(b"print('ok')"), resolve_limits(None, settings), slot)
     if outcome.status != sandbox_pb2.EXEC_STATUS_OK or outcome.stdout != b"ok\n":
-        log.error(
-            "sandbox self-check failed; executions will report SANDBOX_ERROR until this is fixed: %s %s",
-            sandbox_pb2.ExecStatus.Name(outcome.status),
-            message or outcome.stderr.decode(errors="replace")[-500:],
+        detail = message or outcome.stderr.decode(errors="replace")[-500:]
+        hint = "" if os.geteuid() == 0 else " (not root: bubblewrap needs unprivileged user namespaces)"
+        raise SandboxStartError(
+            f"sandbox self-check failed{hint}: {sandbox_pb2.ExecStatus.Name(outcome.status)} {detail}"
         )
-    else:
-        log.info("sandbox self-check passed", extra={"wall_seconds": round(outcome.wall_seconds, 3)})
+    log.info("sandbox self-check passed", extra={"wall_seconds": round(outcome.wall_seconds, 3)})
 
 
 async def serve(settings: SandboxSettings, common: CommonSettings) -> None:
@@ -81,16 +92,23 @@ async def serve(settings: SandboxSettings, common: CommonSettings) -> None:
     sandbox_metrics = SandboxMetrics(metrics)
     interpreter, problem = find_problem(settings)
     if problem:
-        log.error("sandbox unavailable, every execution will report SANDBOX_ERROR: %s", problem)
-    uid_base: int | None = settings.uid_base
+        raise SandboxStartError(f"sandbox unavailable: {problem}")
+    # Slot i is uid_base+i: the host uid its programs run as when the service is root, and the
+    # name of its memory cgroup either way. Not root, every execution runs as this user in its
+    # own user and PID namespaces (rootless bubblewrap): RLIMIT_NPROC is set inside the new
+    # user namespace, so it still counts one execution's processes (isolation.program_argv).
+    slots = [settings.uid_base + i for i in range(settings.max_concurrency)]
     if os.geteuid() != 0:
-        log.warning("not root: executions run as this user, so RLIMIT_NPROC counts all of its processes")
-        uid_base = None
-    uids = [] if uid_base is None else [uid_base + i for i in range(settings.max_concurrency)]
-    cgroups = memory_cgroups(settings, uids)
-    executor = Executor(settings, interpreter, on_kill=sandbox_metrics.killed, unavailable=problem, cgroups=cgroups)
-    pool = ExecutionPool(settings.max_concurrency, settings.max_queue, uid_base, sandbox_metrics.pool_changed)
-    await self_check(executor, settings, uid_base)
+        log.info("not root: rootless bubblewrap, executions run as uid %d in their own namespaces", os.geteuid())
+    cgroups = memory_cgroups(settings, slots)
+    executor = Executor(settings, interpreter, on_kill=sandbox_metrics.killed, cgroups=cgroups)
+    pool = ExecutionPool(settings.max_concurrency, settings.max_queue, settings.uid_base, sandbox_metrics.pool_changed)
+    try:
+        await self_check(executor, settings, slots[0])
+    except SandboxStartError:
+        for cgroup in cgroups.values():
+            cgroup.remove()
+        raise
     servicer = SandboxServicer(settings, executor, pool, sandbox_metrics)
     binding = ServicerBinding(servicer, sandbox_pb2_grpc.add_SandboxServicer_to_server, "ttc.v1.Sandbox")
 
@@ -113,4 +131,8 @@ def main() -> None:
     settings = SandboxSettings()
     configure_logging("sandbox", common.log_level, common.log_json)
     configure_tracing("sandbox", common.otel_endpoint, common.otel_console)
-    asyncio.run(serve(settings, common))
+    try:
+        asyncio.run(serve(settings, common))
+    except SandboxStartError as exc:
+        log.critical("sandbox refuses to start: %s", exc)
+        raise SystemExit(2) from exc

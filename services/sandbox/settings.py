@@ -64,8 +64,9 @@ class SandboxSettings(BaseSettings):
         "auto",
         description=(
             "Parent directory for per-slot memory cgroups (one limit for an execution's whole process tree): "
-            "'auto' uses this process's own memory cgroup (v1, or v2 with memory enabled), 'off' relies on "
-            "RLIMIT_AS per process only. Needs root."
+            "'auto' uses this process's own memory cgroup (v1, or v2 with memory delegated) and refuses to "
+            "start when it may not; a directory delegated to the service's user works without root; 'off' "
+            "accepts RLIMIT_AS per process only."
         ),
     )
 

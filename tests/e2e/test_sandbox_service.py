@@ -173,14 +173,24 @@ async def test_metrics_count_statuses_kills_and_queue(sandbox: Running, client: 
     assert metric(url, "ttc_sandbox_queue_wait_seconds_count") >= 2
 
 
-async def test_missing_bwrap_is_a_sandbox_error_not_a_fallback() -> None:
-    broken = start(TTC_SANDBOX_BWRAP_PATH="/nonexistent/bwrap", TTC_SANDBOX_UID_BASE="69100")
+def refused_start(**env: str) -> str:
+    """Start a sandbox that must refuse: its exit status is 2 and its log says why."""
+    service = ServiceProcess("sandbox", env={"TTC_SANDBOX_PORT": str(free_port()), **env}).start()
     try:
-        async with SandboxClient(broken.target) as c:
-            reply = await c.execute("print('ran anyway')")
-        assert reply.outcome.status == S.EXEC_STATUS_SANDBOX_ERROR
-        assert reply.outcome.stdout == b""
-        assert "bwrap" in reply.message and "/nonexistent/bwrap" in reply.message
-        assert "sandbox unavailable" in broken.service.log()
+        assert service.proc is not None
+        assert service.proc.wait(60) == 2, service.log()
     finally:
-        broken.service.stop()
+        service.stop()
+    return service.log()
+
+
+def test_missing_bwrap_refuses_to_start_never_falls_back() -> None:
+    log = refused_start(TTC_SANDBOX_BWRAP_PATH="/nonexistent/bwrap", TTC_SANDBOX_UID_BASE="69100")
+    assert "sandbox refuses to start" in log and "/nonexistent/bwrap" in log
+
+
+def test_unusable_memory_cgroup_refuses_to_start_with_the_remedy() -> None:
+    """``auto`` never degrades silently: a cgroup it may not use stops the service, naming the fix."""
+    log = refused_start(TTC_SANDBOX_MEMORY_CGROUP="/proc/ttc-no-cgroup-here", TTC_SANDBOX_UID_BASE="69110")
+    assert "cannot create memory cgroups under /proc/ttc-no-cgroup-here" in log
+    assert "TTC_SANDBOX_MEMORY_CGROUP=off" in log
