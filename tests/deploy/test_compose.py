@@ -109,3 +109,14 @@ def test_services_reach_each_other_by_compose_name(tools: Tools) -> None:
                 assert value.split(":")[0] in services, f"{name}: {key}={value}"
     assert services["gateway"]["environment"]["TTC_JOBS_QUEUE"] == "ttc.search"
     assert services["orchestrator"]["environment"]["TTC_JOBS_QUEUE"] == "ttc.search"
+
+
+def test_redis_keeps_queued_jobs_across_a_restart(tools: Tools) -> None:
+    """AOF fsynced every second on a named volume (docs/reliability.md); RDB snapshots off."""
+    config = compose_config(tools)
+    redis = config["services"]["redis"]
+    command = redis["command"]
+    pairs = dict(zip(command[1::2], command[2::2], strict=True))
+    assert pairs["--appendonly"] == "yes" and pairs["--appendfsync"] == "everysec"
+    data = [v for v in redis["volumes"] if v["target"] == pairs["--dir"]]
+    assert data and data[0]["type"] == "volume" and data[0]["source"] in config["volumes"]

@@ -140,10 +140,12 @@ def start_sandbox(uid_base: int, slots: int = 4, **env: str) -> SandboxService:
 
 @dataclass
 class RedisServer:
-    """A private redis-server on a free port, no persistence."""
+    """A private redis-server on a free port; no persistence unless ``aof_dir`` is given (then
+    an append-only file there, fsynced every second, as ``ttc stack`` and compose run it)."""
 
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    aof_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -153,11 +155,13 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server not installed; run `make install`")
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        if self.aof_dir is not None:
+            from services.stack import redis_command
+
+            command = redis_command(binary, self.port, self.aof_dir)
+        else:
+            command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import redis
 
         client = redis.Redis(port=self.port)
