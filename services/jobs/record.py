@@ -60,6 +60,17 @@ class RecordBudget(BaseModel):
     deadline_seconds: float = 0.0
 
 
+class StrategyFallback(BaseModel):
+    """The routed strategy could not serve the request's tools, response format, logprobs or
+    answers; ``applied`` ran instead (reported as ``ttc.strategy_fallback``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    requested: str
+    applied: str
+    reason: str
+
+
 class JobRecord(BaseModel):
     """One job's stored record: the gateway's formatting fields plus the status fields."""
 
@@ -82,6 +93,7 @@ class JobRecord(BaseModel):
     n: int = 1
     verifier: str = ""
     budget: RecordBudget | None = None
+    strategy_fallback: StrategyFallback | None = None
     probe: ProbeTokens = Field(default_factory=ProbeTokens)
     # Status fields: the gateway (queued, cancel_requested_at), the worker (the rest).
     status: JobStatus = "queued"
