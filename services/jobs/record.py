@@ -94,6 +94,7 @@ class JobRecord(BaseModel):
     verifier: str = ""
     budget: RecordBudget | None = None
     strategy_fallback: StrategyFallback | None = None
+    logprobs: bool = False  # the reply carries the answers' token logprobs
     probe: ProbeTokens = Field(default_factory=ProbeTokens)
     # Status fields: the gateway (queued, cancel_requested_at), the worker (the rest).
     status: JobStatus = "queued"
