@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from services.jobs.errors import JobError
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["chat.completion", "text_completion"]
+JobKind = Literal["chat.completion", "text_completion", "response"]
 
 
 class MalformedJobRecord(ValueError):
@@ -95,6 +95,9 @@ class JobRecord(BaseModel):
     budget: RecordBudget | None = None
     strategy_fallback: StrategyFallback | None = None
     logprobs: bool = False  # the reply carries the answers' token logprobs
+    # kind "response": the Responses request fields its response object echoes (instructions,
+    # tools, text, metadata, previous_response_id, store, ...), written by the gateway.
+    response: dict[str, Any] | None = None
     probe: ProbeTokens = Field(default_factory=ProbeTokens)
     # Status fields: the gateway (queued, cancel_requested_at), the worker (the rest).
     status: JobStatus = "queued"
