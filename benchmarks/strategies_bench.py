@@ -44,10 +44,13 @@ from google.protobuf import struct_pb2
 from services.common.answers import answers_equivalent, extract_answer, normalize_answer
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.orchestrator.interfaces import (
+    NO_SHAPE,
     Candidate,
     Generation,
     Message,
     Policy,
+    Shape,
+    TextSink,
     Verdict,
     Verification,
     Verifier,
@@ -135,8 +138,12 @@ class CachingPolicy:
         top_p: float,
         stop: Sequence[str],
         logprobs: bool,
+        shape: Shape = NO_SHAPE,
+        on_text: TextSink | None = None,
     ) -> Generation:
         from services.policy.engines import base as eb
+
+        del shape, on_text  # the benchmark's problems are plain text, not streamed
 
         key = (tuple(messages), assistant_prefix, tuple(seeds), max_tokens, temperature, top_p, tuple(stop))
         cached = self.cache.get(key) if self.enabled else None

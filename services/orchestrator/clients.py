@@ -8,6 +8,7 @@ search context turns that into termination ``error`` while keeping the best answ
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import json_format
@@ -22,6 +23,7 @@ from services.gen.ttc.v1 import (
     verifier_pb2_grpc,
 )
 from services.orchestrator.interfaces import (
+    NO_SHAPE,
     RAW_PROMPT_ROLE,
     Candidate,
     ComponentError,
@@ -30,9 +32,18 @@ from services.orchestrator.interfaces import (
     Generation,
     Message,
     ProgramRun,
+    Shape,
+    TextSink,
     Verdict,
     Verification,
     VerifyCall,
+)
+from services.orchestrator.shapes import (
+    constraint_proto,
+    message_proto,
+    token_logprob_of,
+    tool_call_of,
+    tools_proto,
 )
 
 _FINISH: dict[int, FinishReason] = {
@@ -48,14 +59,62 @@ _AGGREGATION = {
 }
 
 
-def prompt_input(messages: Sequence[Message], assistant_prefix: str) -> policy_pb2.PromptInput:
-    """Chat messages, or raw text for a legacy completions prompt."""
+def prompt_input(messages: Sequence[Message], assistant_prefix: str, shape: Shape = NO_SHAPE) -> policy_pb2.PromptInput:
+    """Chat messages (with their tool calls, and the tools to render), or raw text for a
+    legacy completions prompt."""
     if len(messages) == 1 and messages[0].role == RAW_PROMPT_ROLE:
         return policy_pb2.PromptInput(prompt=messages[0].content, assistant_prefix=assistant_prefix)
-    return policy_pb2.PromptInput(
-        messages=[common_pb2.ChatMessage(role=m.role, content=m.content) for m in messages],
-        assistant_prefix=assistant_prefix,
+    prompt = policy_pb2.PromptInput(messages=[message_proto(m) for m in messages], assistant_prefix=assistant_prefix)
+    if shape.tools is not None:
+        prompt.tools.CopyFrom(tools_proto(shape.tools))
+    return prompt
+
+
+def sampling_params(
+    *,
+    n: int,
+    seeds: Sequence[int],
+    max_tokens: int,
+    temperature: float,
+    top_p: float,
+    stop: Sequence[str],
+    logprobs: bool,
+    shape: Shape,
+) -> policy_pb2.SamplingParams:
+    sampling = policy_pb2.SamplingParams(
+        n=n,
+        seeds=list(seeds),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        stop=list(stop),
+        logprobs=logprobs,
+        top_logprobs=shape.top_logprobs if logprobs else 0,
     )
+    if shape.constraint is not None:
+        sampling.constraint.CopyFrom(constraint_proto(shape.constraint))
+    return sampling
+
+
+def candidate_of(c: policy_pb2.Candidate) -> Candidate:
+    return Candidate(
+        text=c.text,
+        finish_reason=_FINISH.get(c.finish_reason, "stop"),
+        completion_tokens=c.completion_tokens,
+        seed=c.seed,
+        logprobs=tuple(t.logprob for t in c.logprobs),
+        tool_calls=tuple(tool_call_of(t) for t in c.tool_calls),
+        tokens=tuple(token_logprob_of(t) for t in c.logprobs),
+    )
+
+
+@dataclass
+class _Streamed:
+    """A candidate assembled from GenerateStream chunks."""
+
+    text: list[str] = field(default_factory=list)
+    finish: int = 0
+    tool_calls: list[common_pb2.ToolCall] = field(default_factory=list)
 
 
 class GrpcPolicy:
@@ -79,38 +138,67 @@ class GrpcPolicy:
         top_p: float,
         stop: Sequence[str],
         logprobs: bool,
+        shape: Shape = NO_SHAPE,
+        on_text: TextSink | None = None,
     ) -> Generation:
         request = policy_pb2.GenerateRequest(
             model=self._model,
-            input=prompt_input(messages, assistant_prefix),
-            sampling=policy_pb2.SamplingParams(
+            input=prompt_input(messages, assistant_prefix, shape),
+            sampling=sampling_params(
                 n=n,
-                seeds=list(seeds),
+                seeds=seeds,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 top_p=top_p,
-                stop=list(stop),
+                stop=stop,
                 logprobs=logprobs,
+                shape=shape,
             ),
             request_id=self._request_id,
         )
         try:
+            if on_text is not None:
+                return await self._stream(request, seeds, on_text)
             response = await self._stub.Generate(request, timeout=self._timeout)
         except grpc.aio.AioRpcError as err:
             raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
         return Generation(
-            candidates=tuple(
-                Candidate(
-                    text=c.text,
-                    finish_reason=_FINISH.get(c.finish_reason, "stop"),
-                    completion_tokens=c.completion_tokens,
-                    seed=c.seed,
-                    logprobs=tuple(t.logprob for t in c.logprobs),
-                )
-                for c in response.candidates
-            ),
+            candidates=tuple(candidate_of(c) for c in response.candidates),
             prompt_tokens=response.usage.prompt_tokens,
             cached_tokens=response.usage.cached_tokens,
+        )
+
+    async def _stream(self, request: policy_pb2.GenerateRequest, seeds: Sequence[int], on_text: TextSink) -> Generation:
+        """Generate through GenerateStream, handing candidate 0's text deltas to ``on_text`` as
+        they arrive. The stream carries no per-token logprobs (the caller asks for none)."""
+        parts: dict[int, _Streamed] = {}
+        usage = common_pb2.Usage()
+        async for chunk in self._stub.GenerateStream(request, timeout=self._timeout):
+            if chunk.HasField("usage"):
+                usage = chunk.usage
+            part = parts.setdefault(chunk.index, _Streamed())
+            if chunk.text_delta:
+                part.text.append(chunk.text_delta)
+                if chunk.index == 0:
+                    await on_text(chunk.text_delta)
+            if chunk.finish_reason:
+                part.finish = chunk.finish_reason
+            part.tool_calls.extend(chunk.tool_calls)
+        streamed = [parts[i] for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
+        return Generation(
+            candidates=tuple(
+                Candidate(
+                    text="".join(p.text),
+                    finish_reason=_FINISH.get(p.finish, "stop"),
+                    # The stream reports completion tokens for the whole call only.
+                    completion_tokens=usage.completion_tokens if len(streamed) == 1 else 0,
+                    seed=seeds[i] if i < len(seeds) else 0,
+                    tool_calls=tuple(tool_call_of(t) for t in p.tool_calls),
+                )
+                for i, p in enumerate(streamed)
+            ),
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
         )
 
 

@@ -22,20 +22,90 @@ RAW_PROMPT_ROLE = "raw"
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One function call made by the model; ``arguments`` is JSON text (ttc.v1.ToolCall)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Message:
+    """A chat turn. Assistant turns may carry ``tool_calls``; tool turns answer the call
+    ``tool_call_id`` (of function ``name``)."""
+
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call; ``parameters_json`` is its arguments' JSON schema ("" = any object)."""
+
+    name: str
+    description: str = ""
+    parameters_json: str = ""
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The job's tools (ttc.v1.ToolSpec): ``choice`` is auto, none, required or a tool's name."""
+
+    tools: tuple[Tool, ...] = ()
+    choice: str = "auto"
+    parallel: bool = True
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Constrained decoding (ttc.v1.OutputConstraint): any JSON object, or JSON valid against a schema."""
+
+    json_object: bool = False
+    json_schema: str = ""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What shapes a generation beyond sampling: the tools rendered into the prompt, the output
+    constraint, and how many alternatives to return per token logprob. Strategies pass the job's
+    shape to calls that write a visible answer, never to hidden reasoning (thinking, programs)."""
+
+    tools: Tools | None = None
+    constraint: Constraint | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+NO_SHAPE = Shape()
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probability and its ``top`` alternatives (token, logprob)."""
+
+    token: str
+    logprob: float
+    token_id: int = 0
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One generated continuation. ``logprobs`` are per-token (empty unless requested)."""
+    """One generated continuation. ``logprobs`` are per-token (empty unless requested);
+    ``tokens`` the same with token text and alternatives when the engine returned them."""
 
     text: str
     finish_reason: FinishReason = "stop"
     completion_tokens: int = 0
     seed: int = 0
     logprobs: tuple[float, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tokens: tuple[TokenLogprob, ...] = ()
 
     @property
     def mean_logprob(self) -> float | None:
@@ -53,8 +123,14 @@ class Generation:
     cached_tokens: int = 0
 
 
+TextSink = Callable[[str], Awaitable[None]]
+
+
 class Policy(Protocol):
-    """Text generation. ``n`` candidates of one prompt come from one engine call."""
+    """Text generation. ``n`` candidates of one prompt come from one engine call.
+
+    ``shape`` carries tools, an output constraint and ``top_logprobs``; ``on_text`` (n == 1
+    only) receives the text as the engine generates it (the policy's GenerateStream)."""
 
     async def generate(
         self,
@@ -68,6 +144,8 @@ class Policy(Protocol):
         top_p: float,
         stop: Sequence[str],
         logprobs: bool,
+        shape: Shape = NO_SHAPE,
+        on_text: TextSink | None = None,
     ) -> Generation: ...
 
 

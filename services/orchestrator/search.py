@@ -22,18 +22,21 @@ from services.jobs import validation
 from services.jobs.errors import JobError
 from services.orchestrator.budget import Budget, Limits
 from services.orchestrator.interfaces import (
-    RAW_PROMPT_ROLE,
     BudgetUsage,
     Executor,
     Message,
     Policy,
     ProgressEvent,
+    Shape,
+    TextSink,
     Verifier,
 )
+from services.orchestrator.shapes import problem_of, shape_of, token_logprobs_proto, tool_call_proto
 from services.orchestrator.strategies import REGISTRY, build
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import Sampling, StrategyInput
 from services.orchestrator.strategies.context import Context
+from services.orchestrator.strategies.results import Choice
 from services.orchestrator.strategies.runner import Execution, execute
 from services.orchestrator.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
@@ -58,12 +61,7 @@ class PreparedJob:
     sampling: Sampling
     limits: Limits
     seed: int
-
-
-def _problem(job: orchestrator_pb2.SearchJob) -> tuple[Message, ...]:
-    if job.messages:
-        return tuple(Message(m.role, m.content) for m in job.messages)
-    return (Message(RAW_PROMPT_ROLE, job.prompt),)
+    shape: Shape
 
 
 def _limits(job: orchestrator_pb2.SearchJob) -> Limits:
@@ -100,7 +98,7 @@ def prepare(job: orchestrator_pb2.SearchJob) -> PreparedJob:
     name = job.strategy.name
     if name not in REGISTRY:
         raise InvalidArgument(f"unknown strategy {name!r}; known: {', '.join(sorted(REGISTRY))}", field="strategy.name")
-    problem = _problem(job)
+    problem = problem_of(job)
     limits = _limits(job)
     sampling = _sampling(job, limits.max_generated_tokens)
     params = json_format.MessageToDict(job.strategy.params) if job.strategy.HasField("params") else {}
@@ -111,7 +109,7 @@ def prepare(job: orchestrator_pb2.SearchJob) -> PreparedJob:
         reference=job.reference,
         sampling=sampling,
     )
-    return PreparedJob(build(name, spec), problem, sampling, limits, job_seed(job))
+    return PreparedJob(build(name, spec), problem, sampling, limits, job_seed(job), shape_of(job))
 
 
 def validate_job(job: orchestrator_pb2.SearchJob) -> None:
@@ -135,13 +133,54 @@ def _job_error(execution: Execution) -> str:
     return JobError(execution.code or "INTERNAL", execution.error, component=execution.component).to_json()
 
 
+def finish_reason(choice: Choice | None) -> str:
+    """As OpenAI reports it: "tool_calls" when the answer calls tools, "length" when it was cut."""
+    if choice is not None and choice.tool_calls:
+        return "tool_calls"
+    finish = choice.finish_reason if choice is not None else "stop"
+    return "length" if finish in ("length", "abort") else "stop"
+
+
+def _answer(job: orchestrator_pb2.SearchJob, choice: Choice) -> orchestrator_pb2.Answer:
+    return orchestrator_pb2.Answer(
+        text=choice.text,
+        tool_calls=[tool_call_proto(c) for c in choice.tool_calls],
+        finish_reason=finish_reason(choice),
+        logprobs=token_logprobs_proto(choice.tokens, job.top_logprobs) if job.logprobs and choice.sampled else [],
+        votes=choice.votes,
+        score=choice.score if choice.scored else 0.0,
+    )
+
+
+def alternatives(job: orchestrator_pb2.SearchJob, choice: Choice | None, ranking: list[Choice]) -> list[Choice]:
+    """The answers after the chosen one, up to ``job.answers - 1``: the ranking's other
+    distinct answers best first, then, when there are fewer distinct answers than asked for,
+    further candidates of the best answers (the ranking's duplicates), so the caller gets n
+    choices as OpenAI's n promises, each with its ``votes``."""
+    wanted = max(job.answers, 1) - 1
+    if not wanted or choice is None:
+        return []
+    rest = [c for c in ranking if c.node_id != choice.node_id]
+    seen = {(choice.text, choice.tool_calls)}
+    distinct: list[Choice] = []
+    repeats: list[Choice] = []
+    for c in rest:
+        key = (c.text, c.tool_calls)
+        (repeats if key in seen else distinct).append(c)
+        seen.add(key)
+    return (distinct + repeats)[:wanted]
+
+
 def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context) -> orchestrator_pb2.SearchResult:
     choice = execution.choice
-    finish = choice.finish_reason if choice is not None else "stop"
+    answer = _answer(job, choice) if choice is not None else orchestrator_pb2.Answer()
     return orchestrator_pb2.SearchResult(
         job_id=job.job_id,
         answer=choice.text if choice is not None else "",
-        finish_reason="length" if finish in ("length", "abort") else "stop",
+        finish_reason=finish_reason(choice),
+        tool_calls=answer.tool_calls,
+        logprobs=answer.logprobs,
+        alternatives=[_answer(job, c) for c in alternatives(job, choice, ctx.ranking)],
         strategy=job.strategy.name,
         termination=TERMINATIONS[execution.termination],
         budget_used=usage_to_proto(ctx.budget.usage()),
@@ -172,10 +211,15 @@ async def run_search(
     is_cancelled: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] | None = None,
     executor: Executor | None = None,
+    on_answer: TextSink | None = None,
 ) -> tuple[orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
     """Run ``job``'s strategy under its budget. Never raises for policy/verifier failures or
     budget exhaustion: the result's ``termination`` says why it stopped and ``answer`` holds
-    the best answer so far. Raises ``InvalidArgument`` for an invalid job."""
+    the best answer so far. Raises ``InvalidArgument`` for an invalid job.
+
+    ``on_answer`` receives the answer text: token by token where the strategy generates its
+    answer last (``single``, ``budget_forcing``), otherwise once, as soon as it is chosen.
+    The deltas add up to ``result.answer``."""
     prepared = prepare(job)
 
     async def progress(event: ProgressEvent) -> None:
@@ -199,10 +243,14 @@ async def run_search(
         on_progress=progress,
         is_cancelled=is_cancelled,
         executor=executor,
+        shape=prepared.shape,
+        answer_sink=on_answer,
+        answers=max(1, job.answers),
     )
     execution = await execute(prepared.strategy, ctx)
     if execution.choice is not None:
         trace.mark_chosen(execution.choice.node_id)
+        await ctx.emit_answer(execution.choice.text)
     result = _result(job, execution, ctx)
     stored_job = orchestrator_pb2.SearchJob()
     stored_job.CopyFrom(job)

@@ -1,7 +1,11 @@
 """Best-of-N: sample N candidates in one batched call, score all with one verifier call, and
 return the highest-scored (ties: the earliest). With a PRM, ``aggregation`` (min, product,
 mean, last) turns step scores into one score — ``min``/``product`` are the sound choices
-(PRIMER §6); ``mean`` hides the weak step."""
+(PRIMER §6); ``mean`` hides the weak step.
+
+With tools or a response format, candidates without a vote key (a tool call that does not
+validate against its schema, text that is not the required JSON) are not scored unless no
+candidate has one; the verifier judges the text with its tool calls rendered."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import StrategyInput, read_n
 from services.orchestrator.strategies.context import Context
-from services.orchestrator.strategies.results import Choice, Outcome
+from services.orchestrator.strategies.results import Outcome
 from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
@@ -33,16 +37,20 @@ class BestOfN(Strategy):
     async def run(self, ctx: Context) -> Outcome:
         await ctx.progress("generate", f"Sampling {self.n} candidates.")
         generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id)
-        scoreable = [g for g in generated if g.text.strip()]
+        scoreable = [g for g in generated if g.shown.strip()]
+        if ctx.keys.structured:
+            scoreable = [g for g in scoreable if ctx.keys.key(g.candidate)] or scoreable
         if not scoreable:
             return Outcome(None)
         await ctx.progress("score", f"Scoring {len(scoreable)} candidates with the {self.verifier.name} verifier.")
-        verdicts = await ctx.verify(self.verifier, [g.text for g in scoreable], [g.node.id for g in scoreable])
-        best = max(range(len(scoreable)), key=lambda i: (verdicts[i].score, -i))
-        g, v = scoreable[best], verdicts[best]
-        choice = Choice(
-            g.text, g.node.id, g.candidate.finish_reason, g.candidate.completion_tokens, v.score, v.passed, True
-        )
+        verdicts = await ctx.verify(self.verifier, [g.shown for g in scoreable], [g.node.id for g in scoreable])
+        order = sorted(range(len(scoreable)), key=lambda i: (-verdicts[i].score, i))
+        ctx.ranking = [
+            scoreable[i].choice(score=verdicts[i].score, passed=verdicts[i].passed, scored=True) for i in order
+        ]
+        best = order[0]
+        v = verdicts[best]
+        choice = ctx.ranking[0]
         ctx.offer(choice, force=True)
         await ctx.progress("select", f"Selected candidate {best + 1} of {len(scoreable)} (score {v.score:.3f}).")
         return Outcome(choice, "solved" if self.verifier.hard and v.passed else "completed")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from services.common.errors import InvalidArgument
+from services.orchestrator.interfaces import TextSink
 from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import StrategyInput, read_n
@@ -50,7 +51,10 @@ class BudgetForcing(Strategy):
             min_thinking_tokens=min_thinking,
             max_thinking_tokens=max_thinking,
             max_waits=params.integer("max_waits", 2, minimum=0, maximum=32),
-            answer_max_tokens=params.integer("answer_max_tokens", min(256, spec.sampling.max_tokens), minimum=1),
+            # The answer is the visible text: the job's max_tokens caps it (thinking is hidden).
+            answer_max_tokens=params.integer(
+                "answer_max_tokens", min(256, spec.sampling.max_tokens), minimum=1, maximum=spec.sampling.max_tokens
+            ),
             think_start=params.string("think_start", "<think>\n"),
             think_end=params.string("think_end", "</think>", non_empty=True),
             wait_text=params.string("wait_text", " Wait,", non_empty=True),
@@ -82,6 +86,7 @@ class BudgetForcing(Strategy):
                 max_tokens=cap,
                 stop=(self.think_end,),
                 offer=False,
+                shaped=False,
             )
             if not generated:
                 break
@@ -102,6 +107,7 @@ class BudgetForcing(Strategy):
                 continue
             break
         prefix += f"\n{self.think_end}{self.final_prefix}"
+        shown = f"{self.final_prefix.strip()} " if self.final_prefix.strip() else ""
         answer = await ctx.generate(
             1,
             parent_id=parent,
@@ -110,11 +116,30 @@ class BudgetForcing(Strategy):
             max_tokens=self.answer_max_tokens,
             stop=(),
             offer=False,
+            on_text=_lstripped(ctx.answer_stream(shown)),
         )
         if not answer:
             return Outcome(None)
         a = answer[0]
-        text = f"{self.final_prefix.strip()} {a.text.strip()}".strip()
+        # What streamed: the prefix, then the answer without its leading whitespace.
+        text = f"{shown}{a.text.lstrip()}" if a.text.strip() else shown.strip()
         choice = Choice(text, a.node.id, a.candidate.finish_reason, a.candidate.completion_tokens)
         ctx.offer(choice, force=True)
         return Outcome(choice)
+
+
+def _lstripped(sink: TextSink | None) -> TextSink | None:
+    """``sink`` without the whitespace that starts the text (the answer follows "Final Answer:")."""
+    if sink is None:
+        return None
+    started = False
+
+    async def stream(delta: str) -> None:
+        nonlocal started
+        if not started:
+            delta = delta.lstrip()
+            started = bool(delta)
+        if delta:
+            await sink(delta)
+
+    return stream

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.budget import Budget, Cancelled, ComponentFailed, DeadlineReached, StopSearch
 from services.orchestrator.interfaces import (
+    NO_SHAPE,
     Aggregation,
-    Candidate,
     Executor,
     Generation,
     Message,
@@ -29,48 +28,25 @@ from services.orchestrator.interfaces import (
     ProgramRun,
     ProgressEvent,
     ProgressFn,
+    Shape,
+    TextSink,
     Verdict,
     Verifier,
     VerifyCall,
 )
+from services.orchestrator.strategies.calls import Generated, GenRequest, shown_text
 from services.orchestrator.strategies.config import Sampling
+from services.orchestrator.strategies.keys import VoteKeys
 from services.orchestrator.strategies.results import Choice
 from services.orchestrator.strategies.verifier_choice import VerifierChoice
-from services.orchestrator.trace import SeedStream, Trace, TraceNode
+from services.orchestrator.trace import SeedStream, Trace
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Engines take at most this many candidates per call (policy.proto SamplingParams.n).
 MAX_BATCH = 64
-
-
-@dataclass(frozen=True)
-class GenRequest:
-    """One batched generation: ``n`` candidates of one prompt/prefix."""
-
-    n: int
-    parent_id: str
-    action: str = "generate"
-    assistant_prefix: str = ""
-    messages: Sequence[Message] | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    stop: Sequence[str] | None = None
-    logprobs: bool = False
-    offer: bool = True
-
-
-@dataclass(frozen=True)
-class Generated:
-    """A candidate together with the trace node that records it."""
-
-    node: TraceNode
-    candidate: Candidate
-
-    @property
-    def text(self) -> str:
-        return self.candidate.text
+__all__ = ["MAX_BATCH", "Context", "GenRequest", "Generated"]
 
 
 class Context:
@@ -89,6 +65,9 @@ class Context:
         on_progress: ProgressFn,
         is_cancelled: Callable[[], bool] = lambda: False,
         executor: Executor | None = None,
+        shape: Shape = NO_SHAPE,
+        answer_sink: TextSink | None = None,
+        answers: int = 1,
     ) -> None:
         self.problem = tuple(problem)
         self.policy = policy
@@ -103,6 +82,35 @@ class Context:
         self.best: Choice | None = None
         self.candidates_generated = 0
         self.early_stop_saved = 0  # candidates an early stop left undrawn (see strategies/stopping.py)
+        self.shape = shape
+        self.keys = VoteKeys(shape.tools, shape.constraint)
+        self.answers = answers  # answers wanted (SearchJob.answers)
+        self.ranking: list[Choice] = []  # the answers a strategy ranked, best first (for answers > 1)
+        self._answer_sink = answer_sink
+        self.streamed = False  # some of the answer went to the answer sink already
+
+    # -- answer stream -------------------------------------------------------------------
+    def answer_stream(self, prefix: str = "") -> TextSink | None:
+        """A sink that streams a generation's text as the answer (``prefix`` first), or None
+        when the job does not stream, or asked for logprobs (the stream carries none)."""
+        sink = self._answer_sink
+        if sink is None or self.shape.logprobs:
+            return None
+        pending = [prefix] if prefix else []
+
+        async def stream(delta: str) -> None:
+            self.streamed = True
+            text = "".join(pending) + delta
+            pending.clear()
+            await sink(text)
+
+        return stream
+
+    async def emit_answer(self, text: str) -> None:
+        """Send the chosen answer as one delta, unless its text has been streamed already."""
+        if self._answer_sink is not None and not self.streamed and text:
+            self.streamed = True
+            await self._answer_sink(text)
 
     # -- answers -----------------------------------------------------------------------
     def offer(self, choice: Choice, *, force: bool = False) -> None:
@@ -146,6 +154,8 @@ class Context:
         stop: Sequence[str] | None = None,
         logprobs: bool = False,
         offer: bool = True,
+        shaped: bool = True,
+        on_text: TextSink | None = None,
     ) -> list[Generated]:
         """Generate ``n`` candidates of one prompt (one engine call per ``MAX_BATCH``).
 
@@ -163,6 +173,8 @@ class Context:
             stop=stop,
             logprobs=logprobs,
             offer=offer,
+            shaped=shaped,
+            on_text=on_text,
         )
         return (await self.generate_many([request]))[0]
 
@@ -207,7 +219,9 @@ class Context:
                         temperature=self.sampling.temperature if request.temperature is None else request.temperature,
                         top_p=self.sampling.top_p,
                         stop=tuple(self.sampling.stop if request.stop is None else request.stop),
-                        logprobs=request.logprobs,
+                        logprobs=request.logprobs or (request.shaped and self.shape.logprobs),
+                        shape=self.shape if request.shaped else NO_SHAPE,
+                        on_text=request.on_text if count == 1 else None,
                     )
                 )
             except StopSearch:
@@ -234,7 +248,7 @@ class Context:
                 node = self.trace.add(
                     request.parent_id,
                     request.action,
-                    text=candidate.text,
+                    text=shown_text(candidate),
                     seed=seed,
                     tokens=candidate.completion_tokens,
                 )
@@ -242,9 +256,12 @@ class Context:
                 self.candidates_generated += 1
                 # Offered as a complete answer when the strategy says so; otherwise (a partial
                 # step, a thought) only as a last-resort fallback, marked as cut short.
-                if candidate.text.strip() and (request.offer or self.best is None):
+                if (candidate.text.strip() or candidate.tool_calls) and (request.offer or self.best is None):
+                    whole = request.offer and not request.assistant_prefix
                     self.offer(
-                        Choice(
+                        Generated(node, candidate).choice()
+                        if whole
+                        else Choice(
                             text=request.assistant_prefix + candidate.text,
                             node_id=node.id,
                             finish_reason=candidate.finish_reason if request.offer else "length",

@@ -202,9 +202,12 @@ class ProgramOfThought(Strategy):
         written: list[Generated] = []
         if first and programs:
             written += await ctx.generate(1, parent_id=root, action="program", messages=messages,
-                                          temperature=0.0, max_tokens=max_tokens, offer=False)  # fmt: skip
+                                          temperature=0.0, max_tokens=max_tokens, offer=False,
+                                          shaped=False)  # fmt: skip
             programs -= 1
-        requests = [GenRequest(programs, root, "program", messages=messages, max_tokens=max_tokens, offer=False)]
+        requests = [
+            GenRequest(programs, root, "program", messages=messages, max_tokens=max_tokens, offer=False, shaped=False)
+        ]
         requests.append(GenRequest(cot, root, "generate"))
         wanted = [r for r in requests if r.n > 0]
         drawn = dict(zip((r.action for r in wanted), await ctx.generate_many(wanted), strict=True)) if wanted else {}

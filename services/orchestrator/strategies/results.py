@@ -6,12 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from services.orchestrator.interfaces import TokenLogprob, ToolCall
+
 Termination = Literal["solved", "budget", "deadline", "error", "completed", "cancelled"]
 
 
 @dataclass
 class Choice:
-    """An answer a strategy would return now. ``scored`` is False until a verifier judged it."""
+    """An answer a strategy would return now. ``scored`` is False until a verifier judged it.
+
+    ``sampled`` says the text is exactly one sampled candidate (not a combination of steps, a
+    forced prefix plus a continuation, or a rendered program): only then are ``tokens`` (its
+    token logprobs) the answer's. ``votes`` counts the candidates that agreed with it."""
 
     text: str
     node_id: str
@@ -20,6 +26,10 @@ class Choice:
     score: float = 0.0
     passed: bool = False
     scored: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
+    tokens: tuple[TokenLogprob, ...] = ()
+    sampled: bool = False
+    votes: int = 0
 
     def rank(self) -> tuple[bool, bool, float]:
         return (self.scored, self.passed, self.score)

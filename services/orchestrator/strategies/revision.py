@@ -103,6 +103,8 @@ class Revision(Strategy):
         best = self._best(attempts)
         choice = self._choice(best)
         ctx.offer(choice, force=True)
+        order = sorted(enumerate(attempts), key=lambda ia: (ia[1].verdict.passed, ia[1].verdict.score, ia[0]))
+        ctx.ranking = [self._choice(a) for _, a in reversed(order)]
         return Outcome(choice, "solved" if self.verifier.hard and best.verdict.passed else "completed")
 
     @staticmethod
@@ -111,8 +113,7 @@ class Revision(Strategy):
 
     @staticmethod
     def _choice(a: Attempt) -> Choice:
-        g = a.generated
-        return Choice(g.text, g.node.id, g.candidate.finish_reason, a.tokens, a.verdict.score, a.verdict.passed, True)
+        return a.generated.choice(answer_tokens=a.tokens, score=a.verdict.score, passed=a.verdict.passed, scored=True)
 
     def _offer(self, ctx: Context, attempts: list[Attempt]) -> None:
         ctx.offer(self._choice(self._best(attempts)), force=True)

@@ -2,7 +2,11 @@
 strategy is compared against. With a verifier it also reports that answer's score.
 
 ``params.greedy`` decodes at temperature 0 whatever the job's temperature: the effort ladder's
-``none`` rung is one greedy sample, the cheapest honest answer (PRIMER §8)."""
+``none`` rung is one greedy sample, the cheapest honest answer (PRIMER §8).
+
+With ``SearchJob.answers`` = k > 1 it draws k samples in one call (OpenAI's n); the first is
+the answer (greedy with ``greedy``, the others then sampled at the job's temperature). One
+answer streams token by token when the job streams it."""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ from typing import ClassVar
 from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import StrategyInput, read_n
-from services.orchestrator.strategies.context import Context
-from services.orchestrator.strategies.results import Choice, Outcome
+from services.orchestrator.strategies.context import Context, GenRequest
+from services.orchestrator.strategies.results import Outcome
 from services.orchestrator.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
@@ -33,15 +37,25 @@ class Single(Strategy):
         return cls(verifier=verifier, greedy=greedy)
 
     async def run(self, ctx: Context) -> Outcome:
-        await ctx.progress("generate", "Generating one answer.")
-        generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0 if self.greedy else None)
+        root = ctx.trace.root.id
+        if ctx.answers > 1:
+            await ctx.progress("generate", f"Generating {ctx.answers} answers.")
+            requests = [GenRequest(ctx.answers, root)]
+            if self.greedy:
+                requests = [GenRequest(1, root, temperature=0.0), GenRequest(ctx.answers - 1, root)]
+            generated = [g for batch in await ctx.generate_many(requests) for g in batch]
+        else:
+            await ctx.progress("generate", "Generating one answer.")
+            temperature = 0.0 if self.greedy else None
+            generated = await ctx.generate(1, parent_id=root, temperature=temperature, on_text=ctx.answer_stream())
         if not generated:
             return Outcome(None)
+        ctx.ranking = [g.choice() for g in generated]
         g = generated[0]
-        choice = Choice(g.text, g.node.id, g.candidate.finish_reason, g.candidate.completion_tokens)
+        choice = ctx.ranking[0]
         ctx.offer(choice, force=True)
-        if self.verifier is not None and g.text.strip():
-            verdict = (await ctx.verify(self.verifier, [g.text], [g.node.id]))[0]
+        if self.verifier is not None and g.shown.strip():
+            verdict = (await ctx.verify(self.verifier, [g.shown], [g.node.id]))[0]
             choice.score, choice.passed, choice.scored = verdict.score, verdict.passed, True
         solved = self.verifier is not None and self.verifier.hard and choice.passed
         return Outcome(choice, "solved" if solved else "completed")

@@ -1,8 +1,10 @@
 """Self-consistency (normalized majority vote) and verifier-weighted voting.
 
-Candidates are clustered by :func:`services.common.answers.normalize_for_vote`, so
-``1,000``, ``1000.0`` and ``\\boxed{1000}`` vote together. Candidates without an
-extractable answer do not vote (unless no candidate has one).
+Candidates are clustered by their vote key (:mod:`~.keys`): the normalized answer
+(:func:`services.common.answers.normalize_for_vote`), so ``1,000``, ``1000.0`` and
+``\\boxed{1000}`` vote together; the normalized tool calls of a candidate that calls tools;
+canonical JSON under a response format. Candidates without a key (no extractable answer, a
+call that does not validate against its tool's schema) do not vote (unless no candidate has one).
 
 Ties are broken, in order, by: (1) the cluster's total weight (count, or summed verifier
 score); (2) the higher mean token log-probability of the cluster's members, when the
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from services.common.answers import normalize_for_vote, requested_decimals
+from services.common.answers import requested_decimals
 from services.orchestrator.interfaces import Candidate
 from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import Strategy
@@ -58,19 +60,39 @@ def clusters(keys: Sequence[str], weights: Sequence[float], candidates: Sequence
     return result
 
 
-def vote(keys: Sequence[str], weights: Sequence[float], candidates: Sequence[Candidate]) -> Cluster | None:
-    """The winning cluster under the documented tie-break, ``None`` when there are no candidates."""
+def ranked(keys: Sequence[str], weights: Sequence[float], candidates: Sequence[Candidate]) -> list[Cluster]:
+    """Every cluster, best first under the documented tie-break; clusters without a key come
+    last (they vote only when no candidate has a key)."""
     groups = clusters(keys, weights, candidates)
     voting = [c for c in groups if c.key] or groups
-    if not voting:
-        return None
     use_logprobs = all(c.mean_logprob is not None for c in voting)
 
-    def rank(c: Cluster) -> tuple[float, float, int]:
+    def rank(c: Cluster) -> tuple[bool, float, float, int]:
         lp = c.mean_logprob if use_logprobs and c.mean_logprob is not None else 0.0
-        return (round(c.weight, 12), lp, -c.members[0])
+        return (c in voting, round(c.weight, 12), lp, -c.members[0])
 
-    return max(voting, key=rank)
+    return sorted(groups, key=rank, reverse=True)
+
+
+def vote(keys: Sequence[str], weights: Sequence[float], candidates: Sequence[Candidate]) -> Cluster | None:
+    """The winning cluster under the documented tie-break, ``None`` when there are no candidates."""
+    order = ranked(keys, weights, candidates)
+    return order[0] if order else None
+
+
+def ranking(order: Sequence[Cluster], generated: Sequence[Generated], scores: Sequence[float] | None) -> list[Choice]:
+    """The answers of ``order`` best first: each cluster's representative (with its votes and,
+    when a verifier scored them, its members' mean score), then the clusters' other members in
+    the same order."""
+    first: list[Choice] = []
+    rest: list[Choice] = []
+    for cluster in order:
+        chosen = representative(cluster, generated)
+        score = safe_mean([scores[i] for i in cluster.members]) if scores is not None else 0.0
+        for i in cluster.members:
+            choice = generated[i].choice(votes=len(cluster.members), score=score, scored=scores is not None)
+            (first if generated[i] is chosen else rest).append(choice)
+    return first + rest
 
 
 def representative(cluster: Cluster, generated: Sequence[Generated]) -> Generated:
@@ -90,27 +112,26 @@ async def _vote_and_choose(
     decimals: int | None = None,
 ) -> Outcome:
     candidates = [g.candidate for g in generated]
-    keys = [normalize_for_vote(c.text, decimals=decimals) for c in candidates]
-    winner = vote(keys, weights, candidates)
-    if winner is None:
+    keys = [ctx.keys.key(c, decimals=decimals) for c in candidates]
+    order = ranked(keys, weights, candidates)
+    if not order:
         return Outcome(None)
+    winner = order[0]
     chosen = representative(winner, generated)
     chosen_index = generated.index(chosen)
     total = sum(weights) or 1.0
+    ctx.ranking = ranking(order, generated, scores)
     ctx.trace.add(ctx.trace.root.id, "vote", text=winner.key, score=winner.weight / total, visits=len(winner.members))
     await ctx.progress(
         stage,
         f"Vote: {len(winner.members)} of {len(generated)} candidates agree on {winner.key or '(no answer)'!r}.",
     )
     score = safe_mean([scores[i] for i in winner.members]) if scores is not None else winner.weight / total
-    choice = Choice(
-        text=chosen.text,
-        node_id=chosen.node.id,
-        finish_reason=chosen.candidate.finish_reason,
-        answer_tokens=chosen.candidate.completion_tokens,
+    choice = chosen.choice(
         score=score,
         passed=passed[chosen_index] if passed is not None else False,
         scored=scores is not None,
+        votes=len(winner.members),
     )
     ctx.offer(choice, force=True)
     return Outcome(choice)
@@ -156,7 +177,7 @@ class SelfConsistency(Strategy):
             left = self.n - len(generated)
             if left <= 0:
                 break
-            votes = Counter(normalize_for_vote(g.text, decimals=decimals) for g in generated)
+            votes = Counter(ctx.keys.key(g.candidate, decimals=decimals) for g in generated)
             decision = should_stop(votes, float(left), self.confidence)
             if decision.stop:
                 ctx.early_stop_saved += left
@@ -187,7 +208,7 @@ class WeightedVote(Strategy):
         if not generated:
             return Outcome(None)
         await ctx.progress("score", f"Scoring {len(generated)} candidates with the {self.verifier.name} verifier.")
-        verdicts = await ctx.verify(self.verifier, [g.text for g in generated], [g.node.id for g in generated])
+        verdicts = await ctx.verify(self.verifier, [g.shown for g in generated], [g.node.id for g in generated])
         scores = [v.score for v in verdicts]
         outcome = await _vote_and_choose(ctx, generated, scores, scores, [v.passed for v in verdicts], "vote")
         if outcome.choice is not None and self.verifier.hard and outcome.choice.passed:

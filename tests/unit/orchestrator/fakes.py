@@ -6,16 +6,22 @@ as in production, minus the network. Token counts are whitespace-separated words
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.orchestrator.interfaces import (
+    NO_SHAPE,
     Candidate,
     ComponentError,
     Generation,
     Message,
     ProgramRun,
+    Shape,
+    TextSink,
+    TokenLogprob,
+    ToolCall,
     Verdict,
     Verification,
     VerifyCall,
@@ -32,9 +38,13 @@ class PolicyCall:
     temperature: float
     stop: tuple[str, ...]
     logprobs: bool
+    shape: Shape = NO_SHAPE
+    streamed: bool = False
 
 
 Respond = Callable[[PolicyCall, int, int], str]  # (call, index, seed) -> text
+# A reply may call tools: text of the form CALLS_MARK + json list of [name, arguments-json] pairs.
+CALLS_MARK = "CALLS:"
 
 
 def words(text: str) -> int:
@@ -68,10 +78,21 @@ class ScriptedPolicy:
         top_p: float,
         stop: Sequence[str],
         logprobs: bool,
+        shape: Shape = NO_SHAPE,
+        on_text: TextSink | None = None,
     ) -> Generation:
         del top_p
         call = PolicyCall(
-            tuple(messages), assistant_prefix, n, tuple(seeds), max_tokens, temperature, tuple(stop), logprobs
+            tuple(messages),
+            assistant_prefix,
+            n,
+            tuple(seeds),
+            max_tokens,
+            temperature,
+            tuple(stop),
+            logprobs,
+            shape,
+            on_text is not None,
         )
         self.calls.append(call)
         if self.fail_on_call == len(self.calls):
@@ -81,8 +102,17 @@ class ScriptedPolicy:
         candidates = []
         for i, seed in enumerate(seeds):
             text, finish = truncate(self.respond(call, i, seed), max_tokens)
+            calls: tuple[ToolCall, ...] = ()
+            if text.startswith(CALLS_MARK) and shape.tools is not None:  # the engine parses calls
+                pairs = json.loads(text[len(CALLS_MARK) :])
+                calls = tuple(ToolCall(f"call_{seed}_{k}", name, args) for k, (name, args) in enumerate(pairs))
+                text, finish = "", "stop"
             lps = tuple([self.logprob(text)] * max(1, words(text))) if logprobs else ()
-            candidates.append(Candidate(text, finish, words(text), seed, lps))  # type: ignore[arg-type]
+            tokens = tuple(TokenLogprob(w, lp) for w, lp in zip(text.split(), lps, strict=False)) if logprobs else ()
+            if on_text is not None:  # stream word by word, as an engine streams tokens
+                for k, word in enumerate(text.split(" ")):
+                    await on_text(word if k == 0 else " " + word)
+            candidates.append(Candidate(text, finish, words(text), seed, lps, calls, tokens))  # type: ignore[arg-type]
         return Generation(tuple(candidates), prompt_tokens=10 + words(assistant_prefix))
 
 
