@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 REQUEST_ID_KEY = "x-request-id"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Polled every second by each gateway: a span only when the caller is itself traced, so the
+# polls do not fill the trace backend with one-span root traces.
+QUIET_METHODS = frozenset({"GetStats", "ListModels"})
 
 
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -93,9 +96,15 @@ class _Observation:
         m = self.owner.metrics
         self.start = time.perf_counter()
         self.token = request_id_var.set(self.metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex[:16])
-        self.span_cm = self.owner.tracer.start_as_current_span(
-            f"{m.service}/{self.method}", context=extract_context(self.metadata), kind=trace.SpanKind.SERVER
-        )
+        if self.method in QUIET_METHODS and "traceparent" not in self.metadata:
+            self.span_cm: Any = trace.use_span(trace.INVALID_SPAN)
+        else:
+            self.span_cm = self.owner.tracer.start_as_current_span(
+                f"{m.service}/{self.method}",
+                context=extract_context(self.metadata),
+                kind=trace.SpanKind.SERVER,
+                attributes={"rpc.system": "grpc", "rpc.method": self.method, "ttc.service": m.service},
+            )
         self.span = self.span_cm.__enter__()
         m.in_flight.labels(m.service, self.method).inc()
 
@@ -121,6 +130,7 @@ class _Observation:
             m.in_flight.labels(m.service, self.method).dec()
             m.latency.labels(m.service, self.method).observe(time.perf_counter() - self.start)
             m.requests.labels(m.service, self.method, code.name).inc()
+            self.span.set_attribute("rpc.grpc.status_code", code.value[0])
             if code != grpc.StatusCode.OK:
                 m.errors.labels(m.service, self.method, code.name).inc()
                 self.span.set_status(trace.Status(trace.StatusCode.ERROR, code.name))

@@ -31,6 +31,7 @@ from services.gateway.routers import chat, completions, health, jobs, models, tr
 from services.gateway.routing import load_routing_table
 from services.gateway.serving import Serving
 from services.gateway.settings import GatewaySettings
+from services.gateway.tracing import TracingMiddleware
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
 from services.jobs import validation
@@ -75,7 +76,7 @@ def build_app(
     table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
     encoder = load_encoder(table.estimator)  # the MiniLM weights, once per app, when the estimator embeds
     model_defaults = parse_model_defaults(settings.model_default_efforts)
-    auth = Authenticator(parse_api_keys(settings.api_keys))
+    auth = Authenticator(parse_api_keys(settings.api_keys), parse_api_keys(settings.admin_api_keys))
     base_metrics = ServiceMetrics("gateway")
     metrics = GatewayMetrics(base_metrics)
 
@@ -85,6 +86,7 @@ def build_app(
         channel = insecure_channel(settings.policy_target)
         stub = policy_pb2_grpc.PolicyStub(channel)
         watch = PolicyWatch(stub, settings.policy_target, settings.stats_interval_s)
+        metrics.watch_kv_utilization(lambda: watch.kv_utilization)
         celery = make_celery(common.redis_url, queue, settings.visibility_timeout_s)
         dispatcher = Dispatcher(client, celery, queue, settings.result_ttl_s)
         planner = Planner(
@@ -120,6 +122,7 @@ def build_app(
     install_error_handlers(app)
 
     app.add_middleware(ObserveMiddleware, metrics=base_metrics, max_request_bytes=settings.max_request_bytes)
+    app.add_middleware(TracingMiddleware)  # outermost: the server span covers every answer, 413 included
 
     for router in (chat.router, completions.router, models.router, jobs.router, traces.router, health.router):
         app.include_router(router)

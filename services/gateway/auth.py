@@ -28,12 +28,29 @@ def parse_api_keys(spec: str) -> dict[str, str]:
 
 
 class Authenticator:
-    def __init__(self, keys: dict[str, str]) -> None:
-        self.keys = keys
+    """Keys to caller names; admin keys (``TTC_GATEWAY_ADMIN_API_KEYS``) authenticate the same way
+    and make their caller an admin, who reads every key's jobs, traces and stored responses."""
+
+    def __init__(self, keys: dict[str, str], admin_keys: dict[str, str] | None = None) -> None:
+        admin_keys = admin_keys or {}
+        clash = set(admin_keys.values()) & set(keys.values())
+        if clash:
+            raise ValueError(f"admin key names {sorted(clash)} are also API key names; give admin keys their own names")
+        self.keys = {**keys, **admin_keys}
+        self.admins = frozenset(admin_keys.values())
 
     @property
     def enabled(self) -> bool:
         return bool(self.keys)
+
+    def sees_all(self, caller: str) -> bool:
+        """Whether ``caller`` reads every key's resources: an admin, or anyone when authentication
+        is off (every caller is then the same anonymous one)."""
+        return not self.enabled or caller in self.admins
+
+    def owner_filter(self, caller: str) -> str | None:
+        """The owner a lookup must match: ``None`` (any) for those who see all, else ``caller``."""
+        return None if self.sees_all(caller) else caller
 
     def caller(self, authorization: str | None) -> str:
         """The caller's name for an ``Authorization`` header; raises a 401 ``HTTPError`` otherwise."""

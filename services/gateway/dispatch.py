@@ -15,8 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 from celery import Celery
+from opentelemetry import trace
 
+from services.common.tracing import inject_context
 from services.gateway.errors import HTTPError
+from services.gateway.tracing import annotate_plan, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.record import JobRecord, MalformedJobRecord
@@ -39,16 +42,28 @@ class Dispatcher:
         return int(await self.client.llen(self.queue))
 
     async def enqueue(self, job: orchestrator_pb2.SearchJob, record: JobRecord) -> None:
-        """Store the job's record (status ``queued``), then send it to the workers."""
-        queued = record.model_copy(update={"status": ev.QUEUED, "enqueued_at": job.enqueued_at or time.time()})
-        fields = queued.to_redis()
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(ev.job_key(job.job_id), mapping=fields)  # type: ignore[arg-type]
-            pipe.expire(ev.job_key(job.job_id), self.ttl_s)
-            await pipe.execute()
-        payload = ev.encode_job(job)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._sender, self._send, job.job_id, payload)
+        """Store the job's record (status ``queued``), then send it to the workers.
+
+        The job carries its owner (the record's caller: the trace store records it) and the
+        trace context of the ``gateway/enqueue`` span, so the worker's search joins this trace."""
+        annotate_plan(
+            job.model, record.effort_applied, record.effort_requested, record.strategy, job.job_id, job.max_tokens
+        )
+        with tracer.start_as_current_span("gateway/enqueue", kind=trace.SpanKind.PRODUCER) as span:
+            span.set_attribute("messaging.destination.name", self.queue)
+            span.set_attribute("ttc.job_id", job.job_id)
+            job.owner = record.caller or ""
+            job.trace_context.clear()
+            job.trace_context.update(inject_context())
+            queued = record.model_copy(update={"status": ev.QUEUED, "enqueued_at": job.enqueued_at or time.time()})
+            fields = queued.to_redis()
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(ev.job_key(job.job_id), mapping=fields)  # type: ignore[arg-type]
+                pipe.expire(ev.job_key(job.job_id), self.ttl_s)
+                await pipe.execute()
+            payload = ev.encode_job(job)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._sender, self._send, job.job_id, payload)
 
     def _send(self, job_id: str, payload: str) -> None:
         self.celery.send_task(ev.SEARCH_TASK, args=[payload], task_id=job_id, queue=self.queue)

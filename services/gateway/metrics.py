@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.common.metrics import LATENCY_BUCKETS, ServiceMetrics
@@ -57,8 +59,16 @@ class GatewayMetrics:
             registry=r,
         )
         self.kv_utilization = Gauge(
-            "ttc_gateway_engine_kv_utilization", "Engine KV-cache utilization the gateway last saw.", registry=r
+            "ttc_gateway_engine_kv_utilization",
+            "Engine KV-cache utilization (0..1) the gateway last polled from the policy's GetStats: the value "
+            "admission control degrades and sheds on.",
+            registry=r,
         )
         self.cancellations = Counter(
             "ttc_gateway_cancellations_total", "Jobs cancelled, by cause (disconnect, api).", ["cause"], registry=r
         )
+
+    def watch_kv_utilization(self, read: Callable[[], float]) -> None:
+        """Read ``ttc_gateway_engine_kv_utilization`` from ``read`` at every scrape (the policy watch's
+        last polled value), so the gauge is always what admission control sees."""
+        self.kv_utilization.set_function(read)

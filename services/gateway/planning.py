@@ -25,6 +25,7 @@ from services.gateway.metrics import GatewayMetrics
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort
 from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.settings import GatewaySettings
+from services.gateway.tracing import admission_attributes, tracer
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import validation
@@ -184,7 +185,9 @@ class Planner:
         pinned = req.ttc is not None and req.ttc.strategy is not None
         # The decision is pure (queue depth, the last polled KV utilization); it is acted on
         # (shed, counted) only after the model check, but the applied effort routes the job now.
-        decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
+        with tracer.start_as_current_span("gateway/admission") as span:
+            decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
+            span.set_attributes(admission_attributes(decision, queue_depth, self.watch.kv_utilization))
         task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
         job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
         plan: Plan | None = None
@@ -200,7 +203,9 @@ class Planner:
         if plan is None:
             estimate = None
             if self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
-                estimate = await self.estimator.estimate(req.model, messages, prompt)
+                with tracer.start_as_current_span("gateway/difficulty") as span:
+                    estimate = await self.estimator.estimate(req.model, messages, prompt)
+                    span.set_attribute("ttc.difficulty", estimate.difficulty)
             plan = self._route(job, req, requested, decision, task, estimate)
             self._validate(plan, pinned=False)
         return plan

@@ -21,6 +21,12 @@ class GatewaySettings(BaseSettings):
         description="Comma-separated API keys accepted as `Authorization: Bearer <key>`; each entry is `key` or "
         "`name:key` (the name labels limits and logs). Empty disables authentication.",
     )
+    admin_api_keys: str = Field(
+        "",
+        description="Comma-separated admin keys, each `key` or `name:key`: accepted like API keys, and they read "
+        "(and cancel) every key's jobs, traces and stored responses, which other keys see only for themselves. "
+        "Empty: no admin key.",
+    )
     rate_limit_per_minute: int = Field(
         0, ge=0, description="Requests per minute allowed per API key (0 = unlimited); excess gets 429."
     )

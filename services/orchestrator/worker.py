@@ -28,7 +28,7 @@ from opentelemetry import trace
 from services.common.errors import ServiceError
 from services.common.grpc_client import insecure_channel
 from services.common.logging import request_id_var
-from services.common.tracing import extract_context
+from services.common.tracing import extract_context, set_genai_attributes
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
@@ -155,7 +155,17 @@ class JobRunner:
         token = request_id_var.set(job_id[:16])
         self.metrics.running.inc()
         try:
-            with self.tracer.start_as_current_span("orchestrator/search", context=extract_context(job.trace_context)):
+            with self.tracer.start_as_current_span(
+                "orchestrator/search", context=extract_context(job.trace_context), kind=trace.SpanKind.CONSUMER
+            ) as span:
+                set_genai_attributes(
+                    span,
+                    model=job.model,
+                    effort=job.effort_applied,
+                    strategy=job.strategy.name,
+                    job_id=job_id,
+                    max_tokens=job.max_tokens,
+                )
                 return await self._search(job, started)
         finally:
             self.metrics.running.dec()
@@ -202,7 +212,13 @@ class JobRunner:
             keeper.cancel()
             self._running.pop(job_id, None)
         result.budget_used.wall_seconds = time.time() - started
-        await self.traces.save(search_trace)
+        await self.traces.save(search_trace, owner=job.owner)
+        used = result.budget_used
+        set_genai_attributes(
+            trace.get_current_span(),
+            input_tokens=used.prompt_tokens + used.verifier_prompt_tokens,
+            output_tokens=used.generated_tokens + used.verifier_generated_tokens,
+        )
         answer = []
         if result.answer:
             answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))

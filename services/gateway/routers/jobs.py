@@ -1,4 +1,7 @@
-"""Background jobs: poll, fetch the result, cancel. Jobs are created with ``"background": true``."""
+"""Background jobs: poll, fetch the result, cancel. Jobs are created with ``"background": true``.
+
+A job is its creator's: another key gets 404 (as for an unknown id, so ids leak nothing); an
+admin key (``TTC_GATEWAY_ADMIN_API_KEYS``) reads and cancels every job."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ router = APIRouter(tags=["jobs"])
 
 @router.get("/v1/jobs/{job_id}", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404))
 async def get_job(job_id: str, request: Request, who: str = Depends(caller)) -> Job:
-    return await gateway(request).serving.job(job_id, who)
+    g = gateway(request)
+    return await g.serving.job(job_id, g.auth.owner_filter(who))
 
 
 @router.get(
@@ -26,11 +30,13 @@ async def get_job(job_id: str, request: Request, who: str = Depends(caller)) -> 
     },
 )
 async def get_job_result(job_id: str, request: Request, who: str = Depends(caller)) -> JSONResponse:
-    return await gateway(request).serving.job_result(job_id, who)
+    g = gateway(request)
+    return await g.serving.job_result(job_id, g.auth.owner_filter(who))
 
 
 @router.post(
     "/v1/jobs/{job_id}/cancel", response_model=Job, response_model_exclude_none=True, responses=errors(401, 404)
 )
 async def cancel_job(job_id: str, request: Request, who: str = Depends(caller)) -> Job:
-    return await gateway(request).serving.cancel(job_id, who)
+    g = gateway(request)
+    return await g.serving.cancel(job_id, g.auth.owner_filter(who))
