@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 from google.protobuf.json_format import ParseDict
@@ -26,8 +26,11 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         verifier_channel: grpc.aio.Channel,
         sandbox_channel: grpc.aio.Channel,
         traces: TraceStore,
+        policy_channel_for: Callable[[str], grpc.aio.Channel] | None = None,
     ):
         self.policy_channel = policy_channel
+        # The policy deployment of a job's model (several models behind one orchestrator).
+        self.policy_channel_for = policy_channel_for or (lambda model: policy_channel)
         self.verifier_channel = verifier_channel
         self.sandbox_channel = sandbox_channel
         self.traces = traces
@@ -41,7 +44,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             job.job_id = uuid.uuid4().hex
         validate_job(job)  # InvalidArgument → INVALID_ARGUMENT naming the field
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else 600.0
-        policy = GrpcPolicy(self.policy_channel, job.model, request_id=job.job_id, timeout=timeout)
+        policy = GrpcPolicy(self.policy_channel_for(job.model), job.model, request_id=job.job_id, timeout=timeout)
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job.job_id, timeout=timeout)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job.job_id, timeout=timeout)
         events: asyncio.Queue[orchestrator_pb2.JobEvent] = asyncio.Queue()
@@ -52,7 +55,14 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             sequence += 1
             await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, progress=progress))
 
-        search = asyncio.create_task(run_search(job, policy, verifier, on_progress, executor=executor))
+        async def on_answer(delta: str) -> None:
+            nonlocal sequence
+            sequence += 1
+            await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, answer_delta=delta))
+
+        # The answer streams as deltas when asked (the result carries it whole either way).
+        sink = on_answer if job.stream_answer else None
+        search = asyncio.create_task(run_search(job, policy, verifier, on_progress, executor=executor, on_answer=sink))
         try:
             while not search.done() or not events.empty():
                 getter = asyncio.ensure_future(events.get())

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def parse_targets(text: str) -> dict[str, str]:
+    """``"model=host:port,model2=host:port"`` as a mapping; ``ValueError`` naming a bad entry."""
+    targets: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        model, sep, target = (part.strip() for part in entry.partition("="))
+        if not sep or not model or not target or ":" not in target:
+            raise ValueError(f"expected model=host:port, got {entry!r}")
+        if model in targets:
+            raise ValueError(f"model {model!r} is listed twice")
+        targets[model] = target
+    return targets
 
 
 class OrchestratorSettings(BaseSettings):
@@ -11,7 +26,14 @@ class OrchestratorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TTC_ORCHESTRATOR_", extra="ignore")
 
-    policy_target: str = Field("127.0.0.1:50051", description="gRPC target of the policy service.")
+    policy_target: str = Field(
+        "127.0.0.1:50051", description="gRPC target of the policy service (jobs for a model not in policy_targets)."
+    )
+    policy_targets: str = Field(
+        "",
+        description="Policy deployments by model, 'model=host:port,...': a job for a listed model goes to its "
+        "deployment, any other to policy_target.",
+    )
     verifier_target: str = Field("127.0.0.1:50052", description="gRPC target of the verifier service.")
     sandbox_target: str = Field(
         "127.0.0.1:50053", description="gRPC target of the sandbox service (program-of-thought runs programs there)."
@@ -48,3 +70,16 @@ class OrchestratorSettings(BaseSettings):
         "cancels it at once, this is the fallback.",
     )
     worker_name: str = Field("", description="Celery node name; empty derives one from host and pid.")
+
+    @field_validator("policy_targets")
+    @classmethod
+    def _targets(cls, value: str) -> str:
+        parse_targets(value)
+        return value
+
+    def policy_target_for(self, model: str) -> str:
+        """The policy deployment serving ``model`` (the default target for an unlisted model)."""
+        return parse_targets(self.policy_targets).get(model, self.policy_target)
+
+    def all_policy_targets(self) -> set[str]:
+        return {self.policy_target, *parse_targets(self.policy_targets).values()}

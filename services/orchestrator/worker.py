@@ -69,7 +69,9 @@ class JobRunner:
         self.redis = aioredis.Redis.from_url(self.redis_url)
         self.events = ev.JobEvents(self.redis, self.settings.result_ttl_s)
         self.traces = TraceStore(self.redis, self.settings.trace_ttl_s)
-        self.policy_channel = insecure_channel(self.settings.policy_target)
+        # One channel per policy deployment (TTC_ORCHESTRATOR_POLICY_TARGETS); jobs pick theirs by model.
+        self.policy_channels = {t: insecure_channel(t) for t in sorted(self.settings.all_policy_targets())}
+        self.policy_channel = self.policy_channels[self.settings.policy_target]
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
         self.sandbox_channel = insecure_channel(self.settings.sandbox_target)
         self._listener = asyncio.create_task(self._listen_cancellations())
@@ -87,7 +89,9 @@ class JobRunner:
         from services.orchestrator.servicer import OrchestratorServicer
 
         server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
-        servicer = OrchestratorServicer(self.policy_channel, self.verifier_channel, self.sandbox_channel, self.traces)
+        servicer = OrchestratorServicer(
+            self.policy_channel, self.verifier_channel, self.sandbox_channel, self.traces, self.policy_channel_for
+        )
         orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
         health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -97,6 +101,10 @@ class JobRunner:
         await health.set("", health_pb2.HealthCheckResponse.SERVING)
         await health.set("ttc.v1.Orchestrator", health_pb2.HealthCheckResponse.SERVING)
         self.grpc_server = server
+
+    def policy_channel_for(self, model: str) -> grpc.aio.Channel:
+        """The channel to the policy deployment serving ``model``."""
+        return self.policy_channels[self.settings.policy_target_for(model)]
 
     async def _listen_cancellations(self) -> None:
         """Cancel a running job as soon as its cancellation is published."""
@@ -174,7 +182,7 @@ class JobRunner:
     async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
         job_id = job.job_id
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
-        policy = GrpcPolicy(self.policy_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
+        policy = GrpcPolicy(self.policy_channel_for(job.model), job.model, request_id=job_id, timeout=timeout or 600.0)
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0
@@ -186,7 +194,19 @@ class JobRunner:
                 job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, progress=progress)
             )
 
-        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress, executor=executor))
+        streamed = False
+
+        async def on_answer(delta: str) -> None:
+            """Answer deltas go out as they come (stream_answer); else once, with the result."""
+            nonlocal sequence, streamed
+            sequence += 1
+            streamed = True
+            await self.events.publish(
+                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, answer_delta=delta)
+            )
+
+        sink = on_answer if job.stream_answer else None
+        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress, executor=executor, on_answer=sink))
         self._running[job_id] = task
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:
@@ -220,7 +240,7 @@ class JobRunner:
             output_tokens=used.generated_tokens + used.verifier_generated_tokens,
         )
         answer = []
-        if result.answer:
+        if result.answer and not streamed:
             answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
         recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED, answer)
