@@ -77,9 +77,15 @@ def completion_logprobs(logprobs: dict[str, Any] | None) -> list[TokenLogprob]:
     return result
 
 
+#: fractions (one per engine), never added up: two engines at 50% are not one cache at 100%
+_FRACTIONS = frozenset(names["kv"] for names in _FAMILIES)
+
+
 def parse_engine_stats(metrics_text: str) -> EngineStats | None:
-    """Engine statistics from a server's Prometheus export, summed over label sets (engines,
-    models); ``None`` when the text holds none of the known server families."""
+    """Engine statistics from a server's Prometheus export over all its label sets (engines,
+    models): counts (running, waiting, prefix tokens) are summed, the KV-cache fraction is the
+    fullest engine's (the maximum: admission sheds when any engine is full, and a sum of
+    fractions is not a fraction); ``None`` when the text holds none of the known server families."""
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
@@ -87,7 +93,10 @@ def parse_engine_stats(metrics_text: str) -> EngineStats | None:
             # family ``name_total`` when the export has no TYPE lines); skip ``_created`` etc.
             if sample.name in (family.name, family.name + "_total"):
                 key = sample.name.removesuffix("_total")
-                values[key] = values.get(key, 0.0) + float(sample.value)
+                if key in _FRACTIONS:
+                    values[key] = max(values.get(key, 0.0), float(sample.value))
+                else:
+                    values[key] = values.get(key, 0.0) + float(sample.value)
     for names in _FAMILIES:
         if names["kv"] in values or names["running"] in values:
             return EngineStats(

@@ -51,13 +51,28 @@ def test_vllm_metrics_map_to_engine_stats() -> None:
     assert (stats.prefix_cache_queries, stats.prefix_cache_hits) == (1200, 512)
 
 
-def test_two_engines_are_summed_and_utilization_is_clamped() -> None:
+def test_two_engines_counts_are_summed_and_kv_utilization_is_the_fullest_engine() -> None:
     doubled = VLLM_METRICS + VLLM_METRICS.replace('engine="0"', 'engine="1"').replace("0.25", "0.9")
     doubled = "\n".join(line for line in doubled.splitlines() if not line.startswith("#")) + "\n"
     stats = parse_engine_stats(doubled)
     assert stats is not None
     assert stats.running_requests == 6 and stats.prefix_cache_hits == 1024
-    assert stats.kv_cache_utilization == 1.0
+    assert stats.kv_cache_utilization == 0.9  # the fuller engine, not 0.25 + 0.9
+
+
+def test_two_half_full_engines_read_half_full_not_full() -> None:
+    """Two engines at 50% are 50% (the sum read 100% and made admission shed every request)."""
+    halves = VLLM_METRICS.replace("0.25", "0.5") + VLLM_METRICS.replace('engine="0"', 'engine="1"').replace(
+        "0.25", "0.5"
+    )
+    halves = "\n".join(line for line in halves.splitlines() if not line.startswith("#")) + "\n"
+    stats = parse_engine_stats(halves)
+    assert stats is not None and stats.kv_cache_utilization == 0.5
+
+
+def test_utilization_is_clamped_to_one() -> None:
+    stats = parse_engine_stats(VLLM_METRICS.replace("} 0.25", "} 1.7"))
+    assert stats is not None and stats.kv_cache_utilization == 1.0
 
 
 def test_sglang_metrics_and_unknown_exports() -> None:
