@@ -12,6 +12,7 @@ served from a prefix cache, ``completion_tokens`` = every token an engine genera
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from services.gateway.errors import HTTPError, JobFailed
@@ -21,21 +22,28 @@ from services.gateway.protocol import (
     BudgetUsed,
     ChatChoice,
     ChatCompletionResponse,
+    ChoiceLogprobs,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionResponse,
     CompletionTokensDetails,
     EarlyStopReport,
     Effort,
+    FunctionCallOut,
     JobErrorReport,
     PromptTokensDetails,
     RoleTokens,
     SandboxSpend,
     SpendByRole,
+    StrategyFallback,
+    TokenLogprobOut,
+    ToolCallOut,
+    TopLogprobOut,
     TTCReport,
     Usage,
     VerifierVerdict,
 )
-from services.gen.ttc.v1 import orchestrator_pb2
+from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs.errors import JobError
 from services.jobs.record import JobRecord
 
@@ -131,6 +139,9 @@ def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCRe
         spend=spend_of(used),
         queue_wait_seconds=record.queue_wait() or 0.0,
         error=_error_report(result),
+        strategy_fallback=StrategyFallback(**record.strategy_fallback.model_dump())
+        if record.strategy_fallback
+        else None,
     )
 
 
@@ -139,8 +150,61 @@ def _error_report(result: orchestrator_pb2.SearchResult) -> JobErrorReport | Non
     return None if error is None else JobErrorReport(**error.to_dict())
 
 
-def finish_reason(result: orchestrator_pb2.SearchResult) -> str:
+def finish_reason(result: orchestrator_pb2.SearchResult | orchestrator_pb2.Answer) -> str:
+    """OpenAI's finish reason: ``tool_calls`` when the answer calls tools, else stop or length."""
+    if result.tool_calls:
+        return "tool_calls"
     return "length" if result.finish_reason == "length" else "stop"
+
+
+def tool_calls_of(calls: Sequence[common_pb2.ToolCall]) -> list[ToolCallOut] | None:
+    if not calls:
+        return None
+    return [ToolCallOut(id=c.id, function=FunctionCallOut(name=c.name, arguments=c.arguments)) for c in calls]
+
+
+def chat_logprobs(tokens: Sequence[common_pb2.TokenLogprob], wanted: bool) -> ChoiceLogprobs | None:
+    """Chat ``logprobs.content``: each answer token, its logprob, UTF-8 bytes and alternatives."""
+    if not wanted:
+        return None
+    return ChoiceLogprobs(
+        content=[
+            TokenLogprobOut(
+                token=t.token,
+                logprob=t.logprob,
+                bytes=list(t.token.encode()),
+                top_logprobs=[
+                    TopLogprobOut(token=a.token, logprob=a.logprob, bytes=list(a.token.encode()))
+                    for a in t.top_logprobs
+                ],
+            )
+            for t in tokens
+        ]
+    )
+
+
+def completion_logprobs(tokens: Sequence[common_pb2.TokenLogprob], wanted: bool) -> CompletionLogprobs | None:
+    """Legacy completions ``logprobs``: parallel token, logprob, alternatives and text-offset lists."""
+    if not wanted:
+        return None
+    offsets, at = [], 0
+    for t in tokens:
+        offsets.append(at)
+        at += len(t.token)
+    return CompletionLogprobs(
+        tokens=[t.token for t in tokens],
+        token_logprobs=[t.logprob for t in tokens],
+        top_logprobs=[{a.token: a.logprob for a in t.top_logprobs} for t in tokens],
+        text_offset=offsets,
+    )
+
+
+def answers_of(result: orchestrator_pb2.SearchResult) -> list[orchestrator_pb2.Answer]:
+    """The chosen answer and the search's further distinct answers (``n`` > 1), best first."""
+    chosen = orchestrator_pb2.Answer(
+        text=result.answer, finish_reason=result.finish_reason, tool_calls=result.tool_calls, logprobs=result.logprobs
+    )
+    return [chosen, *result.alternatives]
 
 
 def raise_for_failure(result: orchestrator_pb2.SearchResult) -> None:
@@ -159,7 +223,18 @@ def chat_response(result: orchestrator_pb2.SearchResult, record: JobRecord) -> C
         id=f"chatcmpl-{result.job_id}",
         created=int(record.created_at),
         model=record.model,
-        choices=[ChatChoice(message=AssistantMessage(content=result.answer), finish_reason=finish_reason(result))],
+        choices=[
+            ChatChoice(
+                index=i,
+                message=AssistantMessage(
+                    content=answer.text if answer.text or not answer.tool_calls else None,
+                    tool_calls=tool_calls_of(answer.tool_calls),
+                ),
+                finish_reason=finish_reason(answer),
+                logprobs=chat_logprobs(answer.logprobs, record.logprobs),
+            )
+            for i, answer in enumerate(answers_of(result))
+        ],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
     )
@@ -170,7 +245,15 @@ def completion_response(result: orchestrator_pb2.SearchResult, record: JobRecord
         id=f"cmpl-{result.job_id}",
         created=int(record.created_at),
         model=record.model,
-        choices=[CompletionChoice(text=result.answer, finish_reason=finish_reason(result))],
+        choices=[
+            CompletionChoice(
+                index=i,
+                text=answer.text,
+                finish_reason="length" if answer.finish_reason == "length" else "stop",
+                logprobs=completion_logprobs(answer.logprobs, record.logprobs),
+            )
+            for i, answer in enumerate(answers_of(result))
+        ],
         usage=usage_of(result, record),
         ttc=report_of(result, record),
     )

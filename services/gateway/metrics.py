@@ -58,6 +58,13 @@ class GatewayMetrics:
             buckets=TTFT_BUCKETS,
             registry=r,
         )
+        self.ttfat = Histogram(
+            "ttc_gateway_time_to_first_answer_token_seconds",
+            "Streamed requests: time from the request to the first token of the answer itself (progress "
+            "lines do not count; time_to_first_token counts them).",
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        )
         self.kv_utilization = Gauge(
             "ttc_gateway_engine_kv_utilization",
             "Engine KV-cache utilization (0..1) the gateway last polled from the policy's GetStats: the value "

@@ -21,18 +21,26 @@ from services.gateway.admission import Decision, Thresholds, admit
 from services.gateway.difficulty import DifficultyEstimator, Estimate
 from services.gateway.effort import normalize_effort
 from services.gateway.errors import too_many
+from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort
+from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import admission_attributes, tracer
 from services.gateway.upstream import PolicyWatch
-from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
-from services.jobs import validation
-from services.jobs.record import JobKind, JobRecord, ProbeTokens, RecordBudget
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs import compat, validation
+from services.jobs.record import JobKind, JobRecord, ProbeTokens, RecordBudget, StrategyFallback
 from services.jobs.validation import JobValidator
 
 DEFAULT_TEMPERATURE = 0.7
+# Where each compat feature comes from in the request (for error messages).
+_FEATURE_FIELDS = {
+    "tools": "tools",
+    "response_format": "response_format",
+    "logprobs": "logprobs",
+    "answers": "n > 1",
+}
 
 
 @dataclass
@@ -46,6 +54,7 @@ class Plan:
     difficulty_bin: str | None = None
     probe: Estimate | None = None
     task_type: TaskType | None = None
+    fallback: StrategyFallback | None = None
 
     def record(self, kind: JobKind, caller: str, include_usage: bool, background: bool) -> JobRecord:
         """What the job hash stores so any gateway replica can format the reply later."""
@@ -64,9 +73,11 @@ class Plan:
             difficulty=self.difficulty,
             difficulty_bin=self.difficulty_bin,
             task_type=self.task_type,
-            strategy=self.route.strategy,
-            n=self.route.n,
-            verifier=self.route.verifier or "",
+            strategy=self.job.strategy.name,
+            n=self.job.strategy.n,
+            verifier=self.job.strategy.verifier,
+            strategy_fallback=self.fallback,
+            logprobs=self.job.logprobs,
             budget=RecordBudget(
                 max_generated_tokens=budget.max_generated_tokens,
                 max_policy_calls=budget.max_policy_calls,
@@ -84,32 +95,22 @@ class Plan:
 Request = ChatCompletionRequest | CompletionRequest
 
 
-def _max_tokens_field(req: Request) -> str:
-    """The field the request set its per-candidate limit in (for error messages)."""
+def answer_limit(req: Request, default: int) -> tuple[int, str | None]:
+    """Each visible answer's token cap and the field that set it (None: the server default).
+
+    ``max_tokens`` caps each answer; ``max_completion_tokens`` caps the whole search (its
+    budget) and, when ``max_tokens`` is absent, each answer too (one answer cannot outspend the
+    search)."""
+    if req.max_tokens is not None:
+        return req.max_tokens, "max_tokens"
     if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
-        return "max_completion_tokens"
-    return "max_tokens"
+        return req.max_completion_tokens, "max_completion_tokens"
+    return default, None
 
 
-def _prompt_parts(req: Request) -> tuple[list[tuple[str, str]], str, str]:
-    """(messages, raw prompt, field name) with the emptiness check OpenAI clients expect."""
-    if isinstance(req, ChatCompletionRequest):
-        messages: list[tuple[str, str]] = [
-            (str(m.role) if m.role != "developer" else "system", m.text()) for m in req.messages
-        ]
-        if not any(text.strip() for _, text in messages):
-            raise InvalidArgument("the prompt is empty: every message has empty content", field="messages")
-        return messages, "", "messages"
-    prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-    if len(prompts) != 1:
-        raise InvalidArgument("exactly one prompt per request is supported", field="prompt")
-    if not prompts[0].strip():
-        raise InvalidArgument("the prompt is empty", field="prompt")
-    if req.echo:
-        raise InvalidArgument("echo is not supported", field="echo")
-    if req.suffix:
-        raise InvalidArgument("suffix is not supported", field="suffix")
-    return [], prompts[0], "prompt"
+def search_cap(req: Request) -> int | None:
+    """``max_completion_tokens``: the cap on every token the search generates, hidden reasoning included."""
+    return req.max_completion_tokens if isinstance(req, ChatCompletionRequest) else None
 
 
 class Planner:
@@ -137,36 +138,39 @@ class Planner:
             shed_kv_utilization=settings.shed_kv_utilization,
         )
 
-    def check(self, req: Request) -> tuple[list[tuple[str, str]], str, int]:
-        """Checks that need nothing but the request: returns (messages, prompt, max_tokens)."""
-        messages, prompt, prompt_field = _prompt_parts(req)
-        size = sum(len(text) for _, text in messages) + len(prompt)
+    def check(self, req: Request) -> tuple[JobInputs, int]:
+        """Checks that need nothing but the request: returns (job inputs, each answer's token cap)."""
+        inputs = job_inputs(req)
+        size = sum(len(text) for _, text in inputs.texts) + len(inputs.prompt)
         if size > self.settings.max_prompt_chars:
             raise InvalidArgument(
                 f"the prompt has {size} characters, more than the limit of {self.settings.max_prompt_chars}",
-                field=prompt_field,
+                field=inputs.prompt_field,
             )
         if len(req.stop_list()) > 4:
             raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
-        max_tokens = req.requested_max_tokens() or self.settings.default_max_tokens
+        max_tokens, field = answer_limit(req, self.settings.default_max_tokens)
         cap = self.settings.max_tokens_cap
         if cap and max_tokens > cap:
-            if req.requested_max_tokens() is None:
+            if field != "max_tokens":  # the default, or a search-wide cap: each answer gets the server's cap
                 max_tokens = cap
             else:
-                field = _max_tokens_field(req)
                 raise InvalidArgument(f"{field}={max_tokens} exceeds this server's limit of {cap}", field=field)
-        return messages, prompt, max_tokens
+        return inputs, max_tokens
 
-    def check_model(self, req: Request, max_tokens: int) -> None:
-        """The model exists (404; 503 when the policy is down) and ``max_tokens`` fits its context window."""
+    def check_model(self, req: Request, max_tokens: int) -> int:
+        """The model exists (404; 503 when the policy is down) and each answer fits its context window
+        (400 for an explicit ``max_tokens``; a cap that came from ``max_completion_tokens`` is lowered)."""
         info = self.watch.model(req.model)
         if info.max_context and max_tokens >= info.max_context:
-            field = _max_tokens_field(req)
+            _, field = answer_limit(req, max_tokens)
+            if field != "max_tokens":
+                return int(info.max_context) - 1
             raise InvalidArgument(
                 f"{field}={max_tokens} exceeds the context window of {req.model} ({info.max_context} tokens)",
                 field=field,
             )
+        return max_tokens
 
     async def plan(self, req: Request, queue_depth: int) -> Plan:
         """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception.
@@ -177,7 +181,8 @@ class Planner:
         that could answer 503 or 429 (400 naming ``ttc.<field>``); then the model (404/503), then
         admission (429), and only then the difficulty probe's compute and a routed job's validation.
         """
-        messages, prompt, max_tokens = self.check(req)
+        inputs, max_tokens = self.check(req)
+        messages, prompt = inputs.texts, inputs.prompt
         reasoning = req.reasoning.effort if isinstance(req, ChatCompletionRequest) and req.reasoning else None
         requested = normalize_effort(
             req.reasoning_effort, reasoning, req.model, self.model_defaults, self._default_effort()
@@ -189,12 +194,12 @@ class Planner:
             decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
             span.set_attributes(admission_attributes(decision, queue_depth, self.watch.kv_utilization))
         task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
-        job = self._job(req, messages, prompt, max_tokens, requested, decision.effort)
+        job = self._job(req, inputs, max_tokens, requested, decision.effort)
         plan: Plan | None = None
         if pinned:
             plan = self._route(job, req, requested, decision, task, None)
             self._validate(plan, pinned=True)
-        self.check_model(req, max_tokens)
+        job.max_tokens = self.check_model(req, max_tokens)
         if decision.shed:
             self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
             raise too_many(f"server overloaded: {decision.shed_reason}", self.settings.retry_after_s, "overloaded")
@@ -226,7 +231,27 @@ class Planner:
         if estimate is not None:
             plan.probe, plan.difficulty, plan.difficulty_bin = estimate, estimate.difficulty, difficulty_bin
         self._fill(plan, req)
+        self._fit_features(plan, req)
         return plan
+
+    def _fit_features(self, plan: Plan, req: Request) -> None:
+        """A strategy that can serve the request's tools, response_format, logprobs and n.
+
+        A pinned strategy that cannot is a 400 saying why (``ttc.strategy``); a routed one is
+        replaced by the one ``services/jobs/compat.py`` names, reported as ``ttc.strategy_fallback``
+        (never a silent downgrade)."""
+        job = plan.job
+        refused = compat.incompatibilities(job)
+        if not refused:
+            return
+        if req.ttc is not None and req.ttc.strategy is not None:
+            feature, why = refused[0]
+            raise InvalidArgument(f"{why} (the request asks for {_FEATURE_FIELDS[feature]})", field="ttc.strategy")
+        fallback = compat.reroute(job)
+        assert fallback is not None  # refused features always have a reroute
+        requested = job.strategy.name
+        job.strategy.CopyFrom(fallback.strategy)
+        plan.fallback = StrategyFallback(requested=requested, applied=job.strategy.name, reason=fallback.reason)
 
     def _validate(self, plan: Plan, pinned: bool) -> None:
         """The job validator's verdict; a pinned strategy's mistakes are named ``ttc.<field>``."""
@@ -244,19 +269,13 @@ class Planner:
         return cast(Effort, self.settings.default_effort)
 
     def _job(
-        self,
-        req: Request,
-        messages: list[tuple[str, str]],
-        prompt: str,
-        max_tokens: int,
-        requested: Effort,
-        applied: Effort,
+        self, req: Request, inputs: JobInputs, max_tokens: int, requested: Effort, applied: Effort
     ) -> orchestrator_pb2.SearchJob:
         job = orchestrator_pb2.SearchJob(
             job_id=uuid.uuid4().hex,
             model=req.model,
-            messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages],
-            prompt=prompt,
+            messages=inputs.messages,
+            prompt=inputs.prompt,
             temperature=req.temperature if req.temperature is not None else DEFAULT_TEMPERATURE,
             top_p=req.top_p if req.top_p is not None else 1.0,
             max_tokens=max_tokens,
@@ -265,7 +284,15 @@ class Planner:
             effort_applied=applied,
             trace_context=inject_context(),
             enqueued_at=time.time(),
+            logprobs=req.wants_logprobs(),
+            top_logprobs=top_logprobs_of(req),
+            answers=req.choices(),
+            stream_answer=bool(req.stream),
         )
+        if inputs.tools is not None:
+            job.tools.CopyFrom(inputs.tools)
+        if inputs.response_format is not None:
+            job.response_format.CopyFrom(inputs.response_format)
         if req.seed is not None:
             job.seed = req.seed
         if req.ttc is not None and req.ttc.reference:
@@ -283,9 +310,9 @@ class Planner:
             job.strategy.params.CopyFrom(params)
         pinned_budget = req.ttc is not None and req.ttc.token_budget is not None
         # A routed budget never starves a single answer of the max_tokens the client asked for.
-        job.budget.max_generated_tokens = (
-            route.token_budget if pinned_budget else max(route.token_budget, job.max_tokens)
-        )
+        routed = route.token_budget if pinned_budget else max(route.token_budget, job.max_tokens)
+        cap = search_cap(req)
+        job.budget.max_generated_tokens = routed if cap is None else min(routed, cap)
         job.budget.max_policy_calls = route.max_policy_calls
         job.budget.max_verifier_calls = route.max_verifier_calls
         job.budget.deadline_seconds = self.settings.job_timeout_s

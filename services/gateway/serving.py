@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,22 +20,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.dispatch import Dispatcher
 from services.gateway.errors import HTTPError, to_error, too_many
-from services.gateway.formatting import finish_reason, raise_for_failure, report_of, response_of, usage_of
+from services.gateway.formatting import raise_for_failure, response_of, usage_of
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan, Planner
-from services.gateway.protocol import (
-    ChatCompletionChunk,
-    ChatCompletionRequest,
-    ChunkChoice,
-    ChunkDelta,
-    CompletionChoice,
-    CompletionRequest,
-    CompletionResponse,
-    ErrorDetail,
-    ErrorResponse,
-    Job,
-)
+from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, ErrorDetail, ErrorResponse, Job
+from services.gateway.streaming import DONE, Chunks, sse
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
@@ -79,7 +68,7 @@ class Serving:
             plan, record = await self.submit(
                 req, caller, lambda plan: plan.record(kind, caller, include_usage, req.background)
             )
-            effort, strategy = plan.effort_applied, plan.route.strategy
+            effort, strategy = plan.effort_applied, plan.job.strategy.name
             if req.background:
                 self.metrics.requests.labels(endpoint, effort, strategy, "202").inc()
                 job = Job(
@@ -226,24 +215,32 @@ class Serving:
     async def _stream(
         self, plan: Plan, record: JobRecord, caller: str, endpoint: str, started: float
     ) -> AsyncIterator[bytes]:
-        """SSE: role chunk, reasoning_content progress, answer deltas, finish, usage, [DONE]."""
+        """SSE (``streaming.py``): role chunk, reasoning_content progress, answer deltas as they
+        arrive, tool calls, other choices, logprobs, finish, usage, [DONE]. Time to the first
+        event of any kind and time to the first answer token are measured apart."""
         job_id = plan.job.job_id
-        chunk = _chunker(endpoint, job_id, plan.job.model, int(plan.job.enqueued_at))
+        chunks = Chunks(endpoint, job_id, plan.job.model, int(plan.job.enqueued_at))
         finished = False
-        first_token = False
-        answer_streamed = False
+        first_event = False
+        streamed = ""
         try:
-            yield chunk(ChunkDelta(role="assistant", content=""), None)
+            yield chunks.role()
             # Queue wait plus the worker's own deadline plus grace: a stream never hangs.
             until = time.monotonic() + 2 * self.job_timeout_s + 30
             async for _, event in self.dispatcher.follow(job_id, until=until):
                 which = event.WhichOneof("event")
+                if not first_event and which in ("progress", "answer_delta"):
+                    first_event = True
+                    self.metrics.ttft.labels("true").observe(time.perf_counter() - started)
                 if which == "progress" and event.progress.message:
-                    if endpoint == "chat":
-                        yield chunk(ChunkDelta(reasoning_content=event.progress.message + "\n"), None)
+                    line = chunks.progress(event.progress.message)
+                    if line is not None:
+                        yield line
                 elif which == "answer_delta" and event.answer_delta:
-                    answer_streamed = True
-                    yield chunk(ChunkDelta(content=event.answer_delta), None)
+                    if not streamed:
+                        self.metrics.ttfat.observe(time.perf_counter() - started)
+                    streamed += event.answer_delta
+                    yield chunks.content(event.answer_delta)
                 elif which == "result":
                     finished = True
                     result = event.result
@@ -253,25 +250,21 @@ class Serving:
                         raise_for_failure(result)
                     except Exception as exc:
                         _, detail, _ = to_error(exc)
-                        yield _sse(ErrorResponse(error=detail).model_dump())
+                        yield sse(ErrorResponse(error=detail).model_dump())
                         break
-                    if not answer_streamed and result.answer:
-                        yield chunk(ChunkDelta(content=result.answer), None)
-                    yield chunk(ChunkDelta(), finish_reason(result))
-                    if record.include_usage:
-                        yield chunk(None, None, usage_of(result, record), report_of(result, record))
+                    if not streamed and (result.answer or result.tool_calls):
+                        self.metrics.ttfat.observe(time.perf_counter() - started)
+                    for piece in chunks.ending(result, record, streamed):
+                        yield piece
                     break
-                if not first_token and which in ("progress", "answer_delta"):
-                    first_token = True
-                    self.metrics.ttft.labels("true").observe(time.perf_counter() - started)
             if not finished:
                 await asyncio.shield(self._cancel(job_id, "deadline"))
                 finished = True
                 message = f"job {job_id} did not finish within its deadline"
-                yield _sse(
+                yield sse(
                     ErrorResponse(error=ErrorDetail(message=message, type="server_error", code="timeout")).model_dump()
                 )
-            yield b"data: [DONE]\n\n"
+            yield DONE
         finally:
             if not finished:
                 await asyncio.shield(self._cancel(job_id, "disconnect"))
@@ -290,30 +283,6 @@ class Serving:
             self.metrics.queue_wait.observe(wait)
         task = asyncio.get_running_loop().create_task(self.limiter.charge(caller, usage.total_tokens))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
-
-
-def _sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _chunker(endpoint: str, job_id: str, model: str, created: int) -> Callable[..., bytes]:
-    """A function building one SSE chunk of the endpoint's kind."""
-
-    def chat(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
-        choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason=reason)]
-        body = ChatCompletionChunk(
-            id=f"chatcmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
-        )
-        return _sse(body.model_dump(exclude_none=True))
-
-    def completion(delta: ChunkDelta | None, reason: str | None, usage: Any = None, report: Any = None) -> bytes:
-        choices = [] if delta is None else [CompletionChoice(text=delta.content or "", finish_reason=reason)]
-        body = CompletionResponse(
-            id=f"cmpl-{job_id}", created=created, model=model, choices=choices, usage=usage, ttc=report
-        )
-        return _sse(body.model_dump(exclude_none=True))
-
-    return chat if endpoint == "chat" else completion
 
 
 Handler = Callable[..., Awaitable[Any]]
