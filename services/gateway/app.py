@@ -27,7 +27,9 @@ from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
 from services.gateway.planning import Planner
-from services.gateway.routers import chat, completions, health, jobs, models, traces
+from services.gateway.responses.service import ResponsesService
+from services.gateway.responses.store import ResponseStore
+from services.gateway.routers import chat, completions, health, jobs, models, responses, traces
 from services.gateway.routing import load_routing_table
 from services.gateway.serving import Serving
 from services.gateway.settings import GatewaySettings
@@ -52,6 +54,7 @@ class Gateway:
     traces: TraceStore
     auth: Authenticator
     metrics: GatewayMetrics
+    responses: ResponsesService
     started: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -101,7 +104,14 @@ def build_app(
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
         serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)
         app.state.gateway = Gateway(
-            settings, client, watch, serving, TraceStore(client, settings.result_ttl_s), auth, metrics
+            settings,
+            client,
+            watch,
+            serving,
+            TraceStore(client, settings.result_ttl_s),
+            auth,
+            metrics,
+            ResponsesService(serving, ResponseStore(client, settings.response_ttl_s)),
         )
         await watch.refresh()
         watch.start()
@@ -124,6 +134,14 @@ def build_app(
     app.add_middleware(ObserveMiddleware, metrics=base_metrics, max_request_bytes=settings.max_request_bytes)
     app.add_middleware(TracingMiddleware)  # outermost: the server span covers every answer, 413 included
 
-    for router in (chat.router, completions.router, models.router, jobs.router, traces.router, health.router):
+    for router in (
+        chat.router,
+        completions.router,
+        responses.router,
+        models.router,
+        jobs.router,
+        traces.router,
+        health.router,
+    ):
         app.include_router(router)
     return app

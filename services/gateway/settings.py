@@ -76,6 +76,12 @@ class GatewaySettings(BaseSettings):
     )
     job_timeout_s: float = Field(300.0, gt=0, description="Deadline of one job from enqueue to result.")
     result_ttl_s: int = Field(86_400, ge=60, description="How long job records and results stay retrievable in Redis.")
+    response_ttl_s: int = Field(
+        2_592_000,
+        ge=60,
+        description="How long a stored /v1/responses response (its conversation, for previous_response_id) stays "
+        "retrievable in Redis.",
+    )
     visibility_timeout_s: int = Field(
         600, ge=5, description="Broker visibility timeout; must match the orchestrator's setting."
     )
