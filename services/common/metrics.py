@@ -18,10 +18,15 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 @dataclass
 class ServiceMetrics:
-    """Request, token and engine metrics shared by all services."""
+    """Request metrics every service exports, and the token and KV-cache families for the
+    services that have them (``tokens``: the policy and the verifier's judges; ``kv_cache``: the
+    policy). A family is registered only where code sets it: an exported series that nothing
+    moves would read 0 and lie on a dashboard (tests/e2e/test_observability.py checks)."""
 
     service: str
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    tokens_family: bool = False
+    kv_cache_family: bool = False
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -50,18 +55,20 @@ class ServiceMetrics:
             ["service", "method"],
             registry=r,
         )
-        self.tokens = Counter(
-            "ttc_tokens_total",
-            "Tokens processed, by kind: prompt, generated or cached.",
-            ["service", "model", "kind"],
-            registry=r,
-        )
-        self.kv_cache_utilization = Gauge(
-            "ttc_kv_cache_utilization",
-            "Fraction of the engine's KV cache in use (0..1).",
-            ["service", "engine", "model"],
-            registry=r,
-        )
+        if self.tokens_family:
+            self.tokens = Counter(
+                "ttc_tokens_total",
+                "Tokens processed, by kind: prompt, generated or cached.",
+                ["service", "model", "kind"],
+                registry=r,
+            )
+        if self.kv_cache_family:
+            self.kv_cache_utilization = Gauge(
+                "ttc_kv_cache_utilization",
+                "Fraction of the engine's KV cache in use (0..1).",
+                ["service", "engine", "model"],
+                registry=r,
+            )
 
     def count_tokens(self, model: str, prompt: int = 0, generated: int = 0, cached: int = 0) -> None:
         """Add one call's token counts."""

@@ -138,6 +138,8 @@ class ObserveMiddleware:
         route = route_label(scope.get("path", ""))
         start = time.perf_counter()
         status = 500
+        in_flight = self.metrics.in_flight.labels(self.metrics.service, route)
+        in_flight.inc()
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -172,6 +174,9 @@ class ObserveMiddleware:
                 else:
                     await self.app(scope, _replay(body, receive), send_with_id)
         finally:
+            in_flight.dec()
             self.metrics.requests.labels(self.metrics.service, route, str(status)).inc()
+            if status >= 500:  # the server's failures; a 4xx is the client's request, answered
+                self.metrics.errors.labels(self.metrics.service, route, str(status)).inc()
             self.metrics.latency.labels(self.metrics.service, route).observe(time.perf_counter() - start)
             request_id_var.reset(token)

@@ -21,7 +21,7 @@ SERVICE = "verifier"
 
 async def serve(settings: VerifierSettings) -> None:
     """Run the verifier until SIGTERM, then close its downstream channels."""
-    metrics = ServiceMetrics(SERVICE)
+    metrics = ServiceMetrics(SERVICE, tokens_family=True)
     policy = GrpcPolicyScorer(settings.policy_target, settings.policy_timeout_s, concurrency=settings.judge_concurrency)
     sandbox = GrpcSandboxRunner(settings.sandbox_target, settings.sandbox_timeout_s)
     servicer = VerifierServicer(build_registry(settings, policy, sandbox), settings, VerifierMetrics(metrics))

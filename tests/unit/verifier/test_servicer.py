@@ -37,7 +37,7 @@ class Running:
 
 async def _serve(policy: PolicyScorer, sandbox: SandboxRunner, **overrides: object) -> AsyncIterator[Running]:
     settings = VerifierSettings(port=free_port(), metrics_port=free_port(), max_candidates=8, **overrides)  # type: ignore[arg-type]
-    metrics = ServiceMetrics("verifier")
+    metrics = ServiceMetrics("verifier", tokens_family=True)
     servicer = VerifierServicer(build_registry(settings, policy, sandbox), settings, VerifierMetrics(metrics))
     stop = asyncio.Event()
     task = asyncio.create_task(
