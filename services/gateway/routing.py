@@ -36,7 +36,7 @@ class Route(_Strict):
     max_policy_calls: int = Field(0, ge=0)
     max_verifier_calls: int = Field(0, ge=0)
     verifier: VerifierName | None = None
-    params: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    params: dict[str, float | int | str | bool | dict[str, Any] | list[Any]] = Field(default_factory=dict)
 
 
 class RidgeParams(_Strict):

@@ -59,8 +59,10 @@ class TTCOptions(Strict):
         None, ge=1, le=1_000_000, description="Cap on all generated tokens (hidden reasoning included)."
     )
     verifier: VerifierName | None = Field(None, description="Verifier scoring candidates.")
-    params: dict[str, float | int | str | bool] | None = Field(
-        None, description="Strategy-specific parameters (beam width, c_puct, ...), validated by the strategy."
+    params: dict[str, float | int | str | bool | dict[str, Any] | list[Any]] | None = Field(
+        None,
+        description="Strategy-specific parameters (beam width, c_puct, ...), validated by the strategy; objects "
+        'where a parameter is one (the code_tests verifier\'s `"code": {"tests": [...], "entry_point": ...}`).',
     )
     reference: str | None = Field(None, max_length=10_000, description="Reference answer for rule verifiers.")
 
