@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import cast
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
@@ -23,6 +24,7 @@ from services.gateway.difficulty import load_encoder, make_estimator
 from services.gateway.dispatch import Dispatcher
 from services.gateway.effort import EFFORTS, parse_model_defaults
 from services.gateway.errors import install_error_handlers
+from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, parse_pairs
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
@@ -49,7 +51,7 @@ class Gateway:
 
     settings: GatewaySettings
     redis: aioredis.Redis
-    watch: PolicyWatch
+    watch: PolicyFleet
     serving: Serving
     traces: TraceStore
     auth: Authenticator
@@ -79,6 +81,8 @@ def build_app(
     table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
     encoder = load_encoder(table.estimator)  # the MiniLM weights, once per app, when the estimator embeds
     model_defaults = parse_model_defaults(settings.model_default_efforts)
+    aliases = parse_pairs(settings.model_aliases, "TTC_GATEWAY_MODEL_ALIASES")  # fail at start-up
+    fleet_targets(settings.policy_target, settings.policy_targets)
     auth = Authenticator(parse_api_keys(settings.api_keys), parse_api_keys(settings.admin_api_keys))
     base_metrics = ServiceMetrics("gateway")
     metrics = GatewayMetrics(base_metrics)
@@ -86,9 +90,12 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = aioredis.Redis.from_url(common.redis_url)
-        channel = insecure_channel(settings.policy_target)
-        stub = policy_pb2_grpc.PolicyStub(channel)
-        watch = PolicyWatch(stub, settings.policy_target, settings.stats_interval_s)
+        channels = {t: insecure_channel(t) for t in fleet_targets(settings.policy_target, settings.policy_targets)}
+        watch = PolicyFleet(
+            [PolicyWatch(policy_pb2_grpc.PolicyStub(c), t, settings.stats_interval_s) for t, c in channels.items()],
+            aliases,
+        )
+        stub = cast(policy_pb2_grpc.PolicyStub, RoutedPolicy(watch))  # the probe goes to the model's deployment
         metrics.watch_kv_utilization(lambda: watch.kv_utilization)
         celery = make_celery(common.redis_url, queue, settings.visibility_timeout_s)
         dispatcher = Dispatcher(client, celery, queue, settings.result_ttl_s)
@@ -120,7 +127,8 @@ def build_app(
         finally:
             await watch.stop()
             dispatcher.close()
-            await channel.close()
+            for channel in channels.values():
+                await channel.close()
             await client.aclose()
 
     app = FastAPI(

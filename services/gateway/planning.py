@@ -21,13 +21,13 @@ from services.gateway.admission import Decision, Thresholds, admit
 from services.gateway.difficulty import DifficultyEstimator, Estimate
 from services.gateway.effort import normalize_effort
 from services.gateway.errors import too_many
+from services.gateway.fleet import PolicyFleet
 from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import admission_attributes, tracer
-from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import compat, validation
 from services.jobs.record import JobKind, JobRecord, ProbeTokens, RecordBudget, StrategyFallback
@@ -119,7 +119,7 @@ class Planner:
         settings: GatewaySettings,
         table: RoutingTable,
         estimator: DifficultyEstimator | None,
-        watch: PolicyWatch,
+        watch: PolicyFleet,
         metrics: GatewayMetrics,
         model_defaults: dict[str, Effort],
         validate_job: JobValidator = validation.validate,
@@ -209,7 +209,7 @@ class Planner:
             estimate = None
             if self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
                 with tracer.start_as_current_span("gateway/difficulty") as span:
-                    estimate = await self.estimator.estimate(req.model, messages, prompt)
+                    estimate = await self.estimator.estimate(job.model, messages, prompt)
                     span.set_attribute("ttc.difficulty", estimate.difficulty)
             plan = self._route(job, req, requested, decision, task, estimate)
             self._validate(plan, pinned=False)
@@ -273,7 +273,7 @@ class Planner:
     ) -> orchestrator_pb2.SearchJob:
         job = orchestrator_pb2.SearchJob(
             job_id=uuid.uuid4().hex,
-            model=req.model,
+            model=self.watch.resolve(req.model),  # an alias names the served model
             messages=inputs.messages,
             prompt=inputs.prompt,
             temperature=req.temperature if req.temperature is not None else DEFAULT_TEMPERATURE,

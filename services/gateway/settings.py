@@ -14,7 +14,19 @@ class GatewaySettings(BaseSettings):
     host: str = Field("0.0.0.0", description="Address the gateway's HTTP server binds.")
     port: int = Field(8000, description="Gateway HTTP port (serves the OpenAI API, /healthz, /readyz and /metrics).")
     policy_target: str = Field(
-        "127.0.0.1:50051", description="gRPC target of the policy service (model list, difficulty probes, stats)."
+        "127.0.0.1:50051",
+        description="gRPC target of the default policy deployment (model list, difficulty probes, stats).",
+    )
+    policy_targets: str = Field(
+        "",
+        description="Further policy deployments by model, 'model=host:port,...' (as the workers' "
+        "TTC_ORCHESTRATOR_POLICY_TARGETS): every deployment's models are listed by /v1/models and requests route "
+        "by model name.",
+    )
+    model_aliases: str = Field(
+        "",
+        description="Model names clients may use for served ones, 'alias=model,...' (e.g. "
+        "'gpt-4o-mini=qwen2.5-coder-0.5b'); a name neither served nor aliased is a 404 model_not_found.",
     )
     api_keys: str = Field(
         "",

@@ -167,6 +167,9 @@ def test_make_estimator_refuses_an_embedding_table_without_an_encoder() -> None:
 class FakeWatch:
     kv_utilization = 0.0
 
+    def resolve(self, name: str) -> str:
+        return name
+
     def model(self, name: str) -> policy_pb2.ModelInfo:
         return policy_pb2.ModelInfo(id=name, max_context=4096)
 

@@ -31,6 +31,9 @@ class Watch:
         self.kv_utilization = 0.0
         self.model_calls = 0
 
+    def resolve(self, name: str) -> str:
+        return name
+
     def model(self, name: str) -> policy_pb2.ModelInfo:
         self.model_calls += 1
         if not self.up:
