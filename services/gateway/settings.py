@@ -81,7 +81,22 @@ class GatewaySettings(BaseSettings):
         0, ge=0, description="Largest per-candidate max_tokens a request may ask for (0 = only the context window)."
     )
     max_request_bytes: int = Field(
-        1_000_000, ge=1024, description="Largest accepted request body in bytes (413 above)."
+        1_000_000,
+        ge=1024,
+        description="Largest accepted request body in bytes, counted as it arrives (chunked bodies too; 413 above).",
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's headers; slower ones get 408 and are closed."
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds a client has to send a request's body once its headers arrived, else closed."
+    )
+    keep_alive_s: int = Field(5, ge=1, description="Seconds an idle kept-alive connection stays open.")
+    max_connections: int = Field(
+        1024, ge=1, description="Open client connections above which a new connection is closed at once."
+    )
+    max_header_bytes: int = Field(
+        65_536, ge=1024, description="Largest request line and headers in bytes (431 and closed above)."
     )
     max_prompt_chars: int = Field(
         32_000, ge=1, description="Largest accepted prompt (all message contents together) in characters."
