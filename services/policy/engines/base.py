@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from services.common.tool_calls import ToolCall as ToolCall  # re-exported for the engines
+
 FinishReason = Literal["stop", "length", "abort"]
 
 
@@ -20,6 +22,42 @@ FinishReason = Literal["stop", "length", "abort"]
 class Message:
     role: str
     content: str
+    #: assistant turns: the calls the model made; tool turns: the call answered and its name
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """A function the model may call; ``parameters_json`` is its arguments' JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters_json: str = ""
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """The tools of a request and OpenAI's tool_choice: "auto", "none", "required" or the
+    name of one tool; ``parallel`` allows several calls in one turn."""
+
+    tools: tuple[ToolDef, ...]
+    choice: str = "auto"
+    parallel: bool = True
+
+    @property
+    def active(self) -> bool:
+        """Tools are rendered and calls parsed (any choice but "none")."""
+        return bool(self.tools) and self.choice != "none"
+
+    @property
+    def forced(self) -> tuple[ToolDef, ...]:
+        """The tools one of which must be called ("required" or a named tool), else ()."""
+        if self.choice == "required":
+            return self.tools
+        return tuple(t for t in self.tools if t.name == self.choice)
 
 
 @dataclass(frozen=True)
@@ -30,6 +68,15 @@ class Prompt:
     messages: tuple[Message, ...] = ()
     text: str = ""
     assistant_prefix: str = ""
+    tools: ToolSpec | None = None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Constrained decoding: "json_object" (any JSON object) or "json_schema" (``schema``)."""
+
+    kind: Literal["json_object", "json_schema"]
+    schema: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +91,7 @@ class Sampling:
     stop: tuple[str, ...] = ()
     logprobs: bool = False
     top_logprobs: int = 0
+    constraint: Constraint | None = None
 
 
 @dataclass
@@ -62,6 +110,8 @@ class Completion:
     completion_tokens: int
     seed: int
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    #: calls parsed from the text (``text`` then holds only the content outside them)
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass
@@ -73,12 +123,14 @@ class Generation:
 
 @dataclass
 class StreamDelta:
-    """A piece of candidate ``index``; the final delta of a candidate has ``finish_reason``."""
+    """A piece of candidate ``index``; the final delta of a candidate has ``finish_reason``
+    (and, when tools were given, the calls parsed from the candidate's text)."""
 
     index: int
     text: str
     finish_reason: FinishReason | None = None
     completion_tokens: int = 0
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass

@@ -51,7 +51,9 @@ from services.policy.engines.base import (
     StreamDelta,
     TokenLogprob,
 )
+from services.policy.engines.llamacpp_grammar import CandidateSampler, check_grammar
 from services.policy.engines.llamacpp_sampling import Logits, StopScanner, log_softmax, top_k_ids
+from services.policy.engines.tool_prompt import GrammarPlan, request_grammar, template_inputs, template_supports_tools
 from services.policy.models import gguf_path, model_id
 from services.policy.settings import PolicySettings
 
@@ -75,7 +77,7 @@ class _Candidate:
     index: int
     seed: int
     scanner: StopScanner
-    sampler: Any = None
+    sampler: CandidateSampler | None = None
     seq: int = -1
     #: last sampled token, and its entry in the last decoded batch
     token: int = -1
@@ -153,16 +155,17 @@ class LlamaCppEngine(Engine):
 
     def _chat_formatter(self) -> Jinja2ChatFormatter:
         template = self._metadata("tokenizer.chat_template") or CHATML
+        self._native_tools = template_supports_tools(template)
         eos = self._token_text(llama_cpp.llama_vocab_eos(self._vocab))
         bos = self._token_text(llama_cpp.llama_vocab_bos(self._vocab))
         return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos, add_generation_prompt=True)
 
     def render(self, prompt: Prompt) -> str:
-        """The text the model sees: chat template (with generation prompt) or raw text, then
-        the assistant prefix verbatim."""
+        """The text the model sees: chat template (with generation prompt and the tools) or
+        raw text, then the assistant prefix verbatim."""
         if prompt.messages:
-            messages: Any = [{"role": m.role, "content": m.content} for m in prompt.messages]
-            text = self._chat(messages=messages).prompt
+            messages, tools = template_inputs(prompt, self._native_tools)
+            text = self._chat(messages=messages, tools=tools).prompt  # type: ignore[arg-type]
         else:
             text = prompt.text
         return text + prompt.assistant_prefix
@@ -266,11 +269,18 @@ class LlamaCppEngine(Engine):
         own = sum(max(0, int(llama_cpp.llama_memory_seq_pos_max(self._mem, s)) + 1 - base) for s in seqs)
         self._used_cells = base + own
 
-    def _run(self, tokens: list[int], sampling: Sampling, cancel: threading.Event, emit: Emit | None) -> Generation:
+    def _run(
+        self,
+        tokens: list[int],
+        sampling: Sampling,
+        cancel: threading.Event,
+        emit: Emit | None,
+        grammar: GrammarPlan | None = None,
+    ) -> Generation:
         """Generate all candidates of one request (worker thread)."""
         try:
             cached = self._eval_prompt(tokens, cancel)
-            return self._generate_candidates(tokens, cached, sampling, cancel, emit)
+            return self._generate_candidates(tokens, cached, sampling, cancel, emit, grammar)
         finally:
             for seq in range(1, self.n_seq_max):
                 llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
@@ -278,25 +288,14 @@ class LlamaCppEngine(Engine):
             if cancel.is_set():
                 self.aborted += 1
 
-    def _sampler(self, seed: int, sampling: Sampling) -> Any:
-        """A llama.cpp sampler chain owned by one candidate: temperature, then top-p, then a
-        draw from its own seeded generator (greedy at temperature 0). llama.cpp seeds are 32
-        bits; the 64-bit seed is folded, avoiding the value that means "random"."""
-        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        if sampling.temperature <= 0.0:
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
-            return chain
-        seed32 = (seed ^ (seed >> 32)) & 0xFFFFFFFF
-        if seed32 == llama_cpp.LLAMA_DEFAULT_SEED:
-            seed32 -= 1
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(sampling.temperature))
-        if sampling.top_p < 1.0:
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed32))
-        return chain
-
     def _generate_candidates(
-        self, tokens: list[int], cached: int, sampling: Sampling, cancel: threading.Event, emit: Emit | None
+        self,
+        tokens: list[int],
+        cached: int,
+        sampling: Sampling,
+        cancel: threading.Event,
+        emit: Emit | None,
+        grammar: GrammarPlan | None = None,
     ) -> Generation:
         n_prompt = len(tokens)
         cands = [_Candidate(i, seed, StopScanner(sampling.stop)) for i, seed in enumerate(sampling.seeds)]
@@ -305,13 +304,13 @@ class LlamaCppEngine(Engine):
             # now, while its logits are still the context's latest output
             prompt_lp = log_softmax(self._prompt_logits) if sampling.logprobs else None
             for c in cands:
-                c.sampler = self._sampler(c.seed, sampling)
-                c.token = int(llama_cpp.llama_sampler_sample(c.sampler, self._ctx, self._prompt_idx))
+                c.sampler = CandidateSampler(self._vocab, c.seed, sampling, grammar, self.n_vocab)
+                c.token = c.sampler.sample(self._ctx, self._prompt_idx)
             self._decode_candidates(cands, n_prompt, prompt_lp, sampling, cancel, emit)
         finally:
             for c in cands:
                 if c.sampler is not None:
-                    llama_cpp.llama_sampler_free(c.sampler)
+                    c.sampler.free()
         for c in cands:
             if c.finish is None:
                 c.finish = "abort"
@@ -350,8 +349,8 @@ class LlamaCppEngine(Engine):
             entries: list[tuple[int, int, int, bool]] = []
             stepping: list[_Candidate] = []
             for c in active:
-                if c.n_tokens > 0:  # the first token was drawn from the prompt's logits already
-                    c.token = int(llama_cpp.llama_sampler_sample(c.sampler, self._ctx, c.out))
+                if c.n_tokens > 0 and c.sampler is not None:  # the first token came from the prompt's logits
+                    c.token = c.sampler.sample(self._ctx, c.out)
                 lp = prompt_lp if c.n_tokens == 0 else None
                 if sampling.logprobs and lp is None:
                     lp = log_softmax(self._logits(c.out))
@@ -448,14 +447,22 @@ class LlamaCppEngine(Engine):
                     await asyncio.wait({fut})
             raise
 
+    def grammar(self, prompt: Prompt, sampling: Sampling) -> GrammarPlan | None:
+        """The request's grammar (tools, JSON constraint), compiled once to fail early."""
+        plan = request_grammar(prompt, sampling.constraint)
+        check_grammar(self._vocab, plan)
+        return plan
+
     async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
         tokens = self.prompt_tokens(prompt)
+        plan = self.grammar(prompt, sampling)
         async with self._turn():
-            result: Generation = await self._in_worker(lambda cancel: self._run(tokens, sampling, cancel, None))
+            result: Generation = await self._in_worker(lambda cancel: self._run(tokens, sampling, cancel, None, plan))
             return result
 
     async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
         tokens = self.prompt_tokens(prompt)
+        plan = self.grammar(prompt, sampling)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StreamDelta | None] = asyncio.Queue()
 
@@ -464,7 +471,7 @@ class LlamaCppEngine(Engine):
 
         async with self._turn():
             cancel = threading.Event()
-            fut = asyncio.ensure_future(asyncio.to_thread(self._run, tokens, sampling, cancel, emit))
+            fut = asyncio.ensure_future(asyncio.to_thread(self._run, tokens, sampling, cancel, emit, plan))
             fut.add_done_callback(lambda _: loop.call_soon(queue.put_nowait, None))
             try:
                 while (delta := await queue.get()) is not None:
