@@ -139,10 +139,12 @@ def finished(
     try:
         raise_for_failure(result)
     except Exception as exc:
-        _, detail, _ = to_error(exc)
+        status, detail, _ = to_error(exc)
         obj.status = "failed"
+        # OpenAI's response error codes are a closed list; the gateway's own code goes in ``type``.
+        code = "rate_limit_exceeded" if status == 429 else "invalid_prompt" if status == 400 else "server_error"
         obj.error = ResponseError(
-            code=detail.code or "server_error", message=detail.message, param=detail.param, type=detail.type
+            code=code, message=detail.message, param=detail.param, type=detail.code or detail.type
         )
         obj.usage = usage(result, record)
         return obj
