@@ -15,6 +15,7 @@ from services.common.settings import CommonSettings
 from services.common.tracing import configure_tracing
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
 from services.sandbox.cgroups import SlotCgroup, create_slots, detect_parent
+from services.sandbox.docker_backend import DockerUnavailable, serve_docker
 from services.sandbox.executor import Executor, Program
 from services.sandbox.isolation import Interpreter, probe_interpreter
 from services.sandbox.limits import resolve_limits
@@ -90,6 +91,9 @@ async def self_check(executor: Executor, settings: SandboxSettings, slot: int) -
 async def serve(settings: SandboxSettings, common: CommonSettings) -> None:
     metrics = ServiceMetrics("sandbox")
     sandbox_metrics = SandboxMetrics(metrics)
+    if settings.backend == "docker":  # never falls back to bubblewrap: a broken runtime stops the service
+        await serve_docker(settings, metrics, sandbox_metrics)
+        return
     interpreter, problem = find_problem(settings)
     if problem:
         raise SandboxStartError(f"sandbox unavailable: {problem}")
@@ -133,6 +137,6 @@ def main() -> None:
     configure_tracing("sandbox", common.otel_endpoint, common.otel_console)
     try:
         asyncio.run(serve(settings, common))
-    except SandboxStartError as exc:
+    except (SandboxStartError, DockerUnavailable) as exc:
         log.critical("sandbox refuses to start: %s", exc)
         raise SystemExit(2) from exc

@@ -13,7 +13,8 @@ import grpc
 
 from services.common.errors import ResourceExhausted
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from services.sandbox.executor import Executor, Program
+from services.sandbox.backend import Runner
+from services.sandbox.executor import Program
 from services.sandbox.limits import ExecLimits, resolve_limits
 from services.sandbox.metrics import SandboxMetrics
 from services.sandbox.pool import ExecutionPool
@@ -41,10 +42,10 @@ def program_with_check(code: str, check_code: str) -> bytes:
 
 
 class SandboxServicer(sandbox_pb2_grpc.SandboxServicer):
-    """Serves ``Execute`` over an ``Executor`` and an ``ExecutionPool``."""
+    """Serves ``Execute`` over a backend (``Runner``) and an ``ExecutionPool``."""
 
     def __init__(
-        self, settings: SandboxSettings, executor: Executor, pool: ExecutionPool, metrics: SandboxMetrics
+        self, settings: SandboxSettings, executor: Runner, pool: ExecutionPool, metrics: SandboxMetrics
     ) -> None:
         self.settings = settings
         self.executor = executor

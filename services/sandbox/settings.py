@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -12,6 +14,13 @@ class SandboxSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TTC_SANDBOX_", extra="ignore")
 
     host: str = Field("127.0.0.1", description="Address the sandbox gRPC server binds.")
+    backend: Literal["bwrap", "docker"] = Field(
+        "bwrap",
+        description=(
+            "Where programs run: 'bwrap' (bubblewrap namespaces on this host) or 'docker' (a fresh container per "
+            "execution through the Docker API, Docker's or podman's; docs/sandbox.md). No fallback between them."
+        ),
+    )
     port: int = Field(50053, description="Sandbox gRPC port.")
     metrics_port: int = Field(9103, description="Port of the sandbox's Prometheus /metrics endpoint.")
 
@@ -90,3 +99,24 @@ class SandboxSettings(BaseSettings):
             "they must be readable by the slot uids (a pyenv under /root is not)."
         ),
     )
+
+    docker_url: str = Field(
+        "unix:///var/run/docker.sock",
+        description=(
+            "Docker API of the docker backend (podman: `podman system service unix://...`). Whoever holds this "
+            "socket is root on its host: give it to the sandbox service only."
+        ),
+    )
+    docker_image: str = Field(
+        "ttc-sandbox:latest",
+        description="Image of the docker backend's containers, built locally by scripts/build_sandbox_image.sh.",
+    )
+    docker_python: str = Field("/usr/bin/python3", description="Interpreter inside the docker backend's image.")
+    docker_cpus: float = Field(1.0, gt=0, description="CPUs each docker-backend container may use (CFS quota).")
+    docker_instance: str = Field(
+        "", description="Label value naming this service's containers (empty: a random id per start)."
+    )
+    docker_sweep_seconds: float = Field(
+        30.0, gt=0, description="How often the docker backend removes orphaned containers (also once at start)."
+    )
+    docker_api_timeout: float = Field(60.0, gt=0, description="Seconds one Docker API call may take.")
