@@ -164,7 +164,10 @@ class Job(BaseModel):
     status: JobStatus
     created_at: float
     model: str
-    kind: Literal["chat.completion", "text_completion"]
+    kind: Literal["chat.completion", "text_completion", "response"] = Field(
+        ...,
+        description="The endpoint that made the job; a response job's Responses object is at /v1/responses/resp_{id}.",
+    )
     result: ChatCompletionResponse | CompletionResponse | None = None
     error: ErrorDetail | None = None
 
