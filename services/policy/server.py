@@ -21,7 +21,9 @@ SERVICE = "policy"
 
 async def serve(settings: PolicySettings, common: CommonSettings) -> None:
     engine = await create_engine(settings)
-    metrics = PolicyMetrics(ServiceMetrics(SERVICE, tokens_family=True, kv_cache_family=True), engine.kind, engine.model_id)
+    metrics = PolicyMetrics(
+        ServiceMetrics(SERVICE, tokens_family=True, kv_cache_family=True), engine.kind, engine.model_id
+    )
     servicer = PolicyServicer(engine, settings, metrics)
     refresher = asyncio.create_task(servicer.refresh_stats(settings.stats_interval_s))
     try:

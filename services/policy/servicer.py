@@ -23,6 +23,7 @@ from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.policy.engines.base import Engine, EngineStats, StreamDelta, TokenLogprob
 from services.policy.metrics import PolicyMetrics
 from services.policy.settings import PolicySettings
+from services.policy.tool_output import StreamToolCalls, attach_tool_calls, tool_calls_pb
 from services.policy.validation import (
     check_context,
     check_score,
@@ -122,6 +123,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         sampling = to_sampling(request.sampling, self.settings.max_n, self.settings.max_tokens_limit)
         check_context(len(await self.engine.tokenize(prompt)), sampling.max_tokens, self.engine.max_context)
         gen = await self._bounded(self.engine.generate(prompt, sampling, self._request_id(request.request_id)), context)
+        attach_tool_calls(gen, prompt)
         completion_tokens = sum(c.completion_tokens for c in gen.completions)
         self.metrics.base.count_tokens(
             model, prompt=gen.prompt_tokens, generated=completion_tokens, cached=gen.cached_tokens
@@ -137,6 +139,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                     completion_tokens=c.completion_tokens,
                     seed=c.seed,
                     logprobs=logprobs_pb(c.logprobs),
+                    tool_calls=tool_calls_pb(c.tool_calls),
                 )
                 for c in gen.completions
             ],
@@ -158,13 +161,17 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         finishes: list[str] = []
         start = time.perf_counter()
         first = True
+        tools = StreamToolCalls(prompt)
         stream = cast(
             AsyncGenerator[StreamDelta, None],
             self.engine.generate_stream(prompt, sampling, self._request_id(request.request_id)),
         )
         try:
             async with contextlib.aclosing(stream), asyncio.timeout(budget):
-                async for delta in stream:
+                async for raw in stream:
+                    delta = tools(raw)
+                    if not delta.text and delta.finish_reason is None:
+                        continue  # held back: tool-call syntax
                     if first and delta.text:
                         self.metrics.time_to_first_token.labels(self.metrics.base.service, model).observe(
                             time.perf_counter() - start
@@ -179,6 +186,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         finish_reason=FINISH[delta.finish_reason]
                         if delta.finish_reason
                         else policy_pb2.FINISH_REASON_UNSPECIFIED,
+                        tool_calls=tool_calls_pb(delta.tool_calls),
                     )
         except TimeoutError:
             self.metrics.count_abort("deadline")

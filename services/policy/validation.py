@@ -15,6 +15,7 @@ from services.common.errors import InvalidArgument, require
 from services.common.seeds import UINT64, splitmix64
 from services.gen.ttc.v1 import policy_pb2
 from services.policy.engines.base import Message, Prompt, Sampling
+from services.policy.tool_validation import check_tool_turns, to_constraint, to_tool_calls, to_tool_spec
 
 ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 MAX_TOP_LOGPROBS = 20
@@ -42,19 +43,24 @@ def resolve_model(requested: str, served: Iterable[str]) -> str:
 
 
 def to_prompt(msg: policy_pb2.PromptInput, field: str = "input") -> Prompt:
-    """Check and convert a ``PromptInput``: messages or raw text, not both, not empty."""
+    """Check and convert a ``PromptInput``: messages or raw text, not both, not empty; tools
+    only with messages, tool turns answering earlier calls."""
     has_messages = len(msg.messages) > 0
     require(not (has_messages and msg.prompt), field, "give either messages or prompt, not both")
     require(has_messages or bool(msg.prompt), field, "the prompt is empty: give messages or prompt text")
     messages = []
     for i, m in enumerate(msg.messages):
         require(m.role in ROLES, f"{field}.messages[{i}].role", f"unknown role {m.role!r}; use one of {sorted(ROLES)}")
-        messages.append(Message(role=m.role, content=m.content))
+        calls = to_tool_calls(list(m.tool_calls), m.role, f"{field}.messages[{i}].tool_calls")
+        messages.append(Message(m.role, m.content, calls, m.tool_call_id, m.name))
     if has_messages:
-        require(any(m.content.strip() for m in messages), field, "every message is empty")
+        require(any(m.content.strip() or m.tool_calls for m in messages), field, "every message is empty")
+        check_tool_turns(list(msg.messages), field)
     elif not msg.prompt.strip():
         raise InvalidArgument("the prompt text is blank", field=field)
-    return Prompt(messages=tuple(messages), text=msg.prompt, assistant_prefix=msg.assistant_prefix)
+    tools = to_tool_spec(msg.tools, f"{field}.tools") if msg.HasField("tools") else None
+    require(tools is None or has_messages, f"{field}.tools", "tools need a chat prompt (messages), not raw text")
+    return Prompt(messages=tuple(messages), text=msg.prompt, assistant_prefix=msg.assistant_prefix, tools=tools)
 
 
 def to_sampling(msg: policy_pb2.SamplingParams, max_n: int, max_tokens_limit: int = 0) -> Sampling:
@@ -93,6 +99,7 @@ def to_sampling(msg: policy_pb2.SamplingParams, max_n: int, max_tokens_limit: in
         stop=tuple(msg.stop),
         logprobs=msg.logprobs or msg.top_logprobs > 0,
         top_logprobs=msg.top_logprobs,
+        constraint=to_constraint(msg.constraint) if msg.HasField("constraint") else None,
     )
 
 
