@@ -200,6 +200,21 @@ def build() -> Schema:
                         ["enabled", "mountPath"],
                     ),
                     "startupSeconds": {"type": "integer", "minimum": 10},
+                    "extraModels": {
+                        "type": "array",
+                        "items": obj(
+                            {
+                                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$"},
+                                "model": NONEMPTY,
+                                "engine": {"type": "string", "enum": list(ENGINE_MODULES)},
+                                "replicas": {"type": "integer", "minimum": 0},
+                                # merged over policy.resources: either part may be left out
+                                "resources": obj(dict(RESOURCES["properties"])),
+                                "env": ENV_MAP,
+                            },
+                            ["name", "model"],
+                        ),
+                    },
                 },
                 scaling=autoscaling(
                     {

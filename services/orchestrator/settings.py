@@ -77,9 +77,3 @@ class OrchestratorSettings(BaseSettings):
         parse_targets(value)
         return value
 
-    def policy_target_for(self, model: str) -> str:
-        """The policy deployment serving ``model`` (the default target for an unlisted model)."""
-        return parse_targets(self.policy_targets).get(model, self.policy_target)
-
-    def all_policy_targets(self) -> set[str]:
-        return {self.policy_target, *parse_targets(self.policy_targets).values()}

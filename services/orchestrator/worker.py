@@ -36,7 +36,7 @@ from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.search import run_search
-from services.orchestrator.settings import OrchestratorSettings
+from services.orchestrator.settings import OrchestratorSettings, parse_targets
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,7 +70,9 @@ class JobRunner:
         self.events = ev.JobEvents(self.redis, self.settings.result_ttl_s)
         self.traces = TraceStore(self.redis, self.settings.trace_ttl_s)
         # One channel per policy deployment (TTC_ORCHESTRATOR_POLICY_TARGETS); jobs pick theirs by model.
-        self.policy_channels = {t: insecure_channel(t) for t in sorted(self.settings.all_policy_targets())}
+        self.policy_targets = parse_targets(self.settings.policy_targets)
+        targets = {self.settings.policy_target, *self.policy_targets.values()}
+        self.policy_channels = {t: insecure_channel(t) for t in sorted(targets)}
         self.policy_channel = self.policy_channels[self.settings.policy_target]
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
         self.sandbox_channel = insecure_channel(self.settings.sandbox_target)
@@ -104,7 +106,7 @@ class JobRunner:
 
     def policy_channel_for(self, model: str) -> grpc.aio.Channel:
         """The channel to the policy deployment serving ``model``."""
-        return self.policy_channels[self.settings.policy_target_for(model)]
+        return self.policy_channels[self.policy_targets.get(model, self.settings.policy_target)]
 
     async def _listen_cancellations(self) -> None:
         """Cancel a running job as soon as its cancellation is published."""

@@ -1,6 +1,8 @@
 {{/*
 Shared pieces of every workload. Each component template passes (dict "root" $ "name" "<component>")
-so labels, images, security contexts and wiring env are written once.
+so labels, images, security contexts and wiring env are written once. A further deployment of a
+component (a policy per model: policy.extraModels) adds "component" (its object name and label,
+e.g. "policy-qwen") and "values" (its merged values, instead of .Values.<name>).
 */}}
 
 {{- define "ttc.name" -}}
@@ -17,13 +19,13 @@ so labels, images, security contexts and wiring env are written once.
 
 {{/* Name of one component's objects: <fullname>-<component>. */}}
 {{- define "ttc.componentName" -}}
-{{- printf "%s-%s" (include "ttc.fullname" .root) .name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" (include "ttc.fullname" .root) (.component | default .name) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "ttc.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "ttc.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
-app.kubernetes.io/component: {{ .name }}
+app.kubernetes.io/component: {{ .component | default .name }}
 {{- end -}}
 
 {{- define "ttc.labels" -}}
@@ -57,7 +59,7 @@ connection to one pod behind a ClusterIP.
 {{- end -}}
 
 {{- define "ttc.image" -}}
-{{- $comp := index .root.Values .name -}}
+{{- $comp := .values | default (index .root.Values .name) -}}
 {{- $tag := $comp.image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
 {{- printf "%s:%s" $comp.image.repository $tag -}}
 {{- end -}}
@@ -93,7 +95,7 @@ user's env map, which wins over all of them. Rendered sorted, without duplicates
 {{- if and (eq .name "sandbox") $v.sandbox.networkPolicy.enabled -}}
 {{- $_ := set $env "TTC_OTEL_ENDPOINT" "" -}}
 {{- end -}}
-{{- $env = merge (deepCopy ((index $v .name).env | default dict)) (.env | default dict) $env -}}
+{{- $env = merge (deepCopy ((.values | default (index $v .name)).env | default dict)) (.env | default dict) $env -}}
 {{- range $key := keys $env | sortAlpha }}
 - name: {{ $key }}
   value: {{ index $env $key | toString | quote }}
@@ -120,7 +122,7 @@ capabilities:
 
 {{/* nodeSelector, tolerations, affinity and pull secrets of a component's pod spec. */}}
 {{- define "ttc.scheduling" -}}
-{{- $comp := index .root.Values .name -}}
+{{- $comp := .values | default (index .root.Values .name) -}}
 {{- with .root.Values.global.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -141,7 +143,7 @@ affinity:
 
 {{/* Pod template metadata with a checksum of the chart's config so a changed value rolls pods. */}}
 {{- define "ttc.podMetadata" -}}
-{{- $comp := index .root.Values .name -}}
+{{- $comp := .values | default (index .root.Values .name) -}}
 metadata:
   labels:
     {{- include "ttc.labels" . | nindent 4 }}
@@ -184,4 +186,31 @@ startupProbe:
 - name: tmp
   emptyDir:
     sizeLimit: {{ .sizeLimit | default "256Mi" }}
+{{- end -}}
+
+
+{{/*
+The further policy deployments (policy.extraModels), each as (dict "ctx" <context> "values"
+<merged values> "model" <model>): its values are policy's with the entry's keys on top. Rendered
+as YAML; read back with fromYaml.
+*/}}
+{{- define "ttc.extraPolicies" -}}
+{{- $out := list }}
+{{- range $m := .Values.policy.extraModels }}
+{{- $values := mergeOverwrite (deepCopy (omit $.Values.policy "extraModels")) (omit $m "name") }}
+{{- /* autoscaling and the PDB are the default deployment's; a further one runs its replicas */}}
+{{- $_ := set $values.autoscaling "enabled" false }}
+{{- $out = append $out (dict "component" (printf "policy-%s" $m.name) "model" $m.model "values" $values) }}
+{{- end }}
+{{- toYaml (dict "items" $out) }}
+{{- end -}}
+
+{{/* TTC_*_POLICY_TARGETS: "model=target,..." of the further policy deployments. */}}
+{{- define "ttc.policyTargets" -}}
+{{- $pairs := list }}
+{{- range $m := .Values.policy.extraModels }}
+{{- $ctx := dict "root" $ "name" "policy" "component" (printf "policy-%s" $m.name) }}
+{{- $pairs = append $pairs (printf "%s=%s" $m.model (include "ttc.grpcTarget" $ctx)) }}
+{{- end }}
+{{- join "," $pairs }}
 {{- end -}}
