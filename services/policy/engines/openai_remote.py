@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from services.common.aio import merge
-from services.common.errors import FailedPrecondition, Unavailable
+from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.policy.engines.base import (
     Completion,
     ContinuationScore,
@@ -42,10 +42,15 @@ from services.policy.engines.base import (
     StreamDelta,
 )
 from services.policy.engines.openai_wire import (
+    StreamedToolCalls,
     chat_logprobs,
     completion_logprobs,
     parse_engine_stats,
+    read_tool_calls,
     server_root,
+    wire_messages,
+    wire_response_format,
+    wire_tools,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +113,7 @@ class OpenAIRemoteEngine(Engine):
         return kind
 
     async def _ids(
-        self, text: str = "", messages: list[dict[str, str]] | None = None, special: bool = True
+        self, text: str = "", messages: list[dict[str, Any]] | None = None, special: bool = True, tools: Any = None
     ) -> list[int]:
         """Token ids from the server's tokenizer; chat messages need vLLM's template rendering."""
         kind = await self._probe_tokenize()
@@ -118,6 +123,8 @@ class OpenAIRemoteEngine(Engine):
                     "this remote server cannot render the chat template server-side (no vLLM /tokenize)", field="input"
                 )
             body: dict[str, Any] = {"model": self._remote_model, "messages": messages, "add_generation_prompt": True}
+            if tools:
+                body["tools"] = tools
             return [int(t) for t in (await self._post("/tokenize", body, root=True))["tokens"]]
         if kind == "vllm":
             body = {"model": self._remote_model, "prompt": text, "add_special_tokens": special}
@@ -136,7 +143,7 @@ class OpenAIRemoteEngine(Engine):
         ids followed by the assistant prefix's."""
         if not prompt.messages:
             return prompt.text + prompt.assistant_prefix
-        ids = await self._ids(messages=_messages(prompt))
+        ids = await self._ids(messages=_messages(prompt), tools=wire_tools(prompt.tools).get("tools"))
         if prompt.assistant_prefix:
             ids += await self._ids(prompt.assistant_prefix, special=False)
         return ids
@@ -172,10 +179,16 @@ class OpenAIRemoteEngine(Engine):
                 body["logprobs"] = sampling.top_logprobs
         return body
 
+    def _chat_body(self, prompt: Prompt, sampling: Sampling, n: int, seed: int) -> dict[str, Any]:
+        """A chat request with the tools and the response format passed through: the remote
+        server renders the tools, constrains the output and parses its calls."""
+        body = self._body(sampling, n, seed, chat=True) | {"messages": _messages(prompt)}
+        return body | wire_tools(prompt.tools) | wire_response_format(sampling.constraint)
+
     async def _request(self, prompt: Prompt, sampling: Sampling, n: int, seed: int) -> dict[str, Any]:
         if prompt.messages and not prompt.assistant_prefix:
-            body = self._body(sampling, n, seed, chat=True) | {"messages": _messages(prompt)}
-            return await self._post("/chat/completions", body)
+            return await self._post("/chat/completions", self._chat_body(prompt, sampling, n, seed))
+        _no_passthrough(prompt, sampling)
         body = self._body(sampling, n, seed, chat=False) | {"prompt": await self._completion_prompt(prompt)}
         return await self._post("/completions", body)
 
@@ -196,7 +209,7 @@ class OpenAIRemoteEngine(Engine):
                 index = first + int(choice.get("index", 0))
                 if index >= sampling.n or index in found:
                     continue
-                text = choice["message"]["content"] if chat else choice["text"]
+                text = (choice["message"].get("content") if chat else choice["text"]) or ""
                 tokens = chat_logprobs(choice.get("logprobs")) if chat else completion_logprobs(choice.get("logprobs"))
                 count = len(tokens) if tokens else len(choices) == 1 and int(usage.get("completion_tokens") or 0)
                 if not count and text:
@@ -208,6 +221,7 @@ class OpenAIRemoteEngine(Engine):
                     completion_tokens=int(count),
                     seed=seeds[index],
                     logprobs=tokens if sampling.logprobs else [],
+                    tool_calls=read_tool_calls(choice.get("message")) if chat else [],
                 )
 
         if consecutive and sampling.temperature > 0 and sampling.n > 1:
@@ -229,12 +243,15 @@ class OpenAIRemoteEngine(Engine):
     async def _stream_one(
         self, prompt: Prompt, sampling: Sampling, index: int, chat: bool
     ) -> AsyncIterator[StreamDelta]:
-        body = self._body(sampling, 1, sampling.seeds[index], chat) | {"stream": True}
         if chat:
-            path, body = "/chat/completions", body | {"messages": _messages(prompt)}
+            path, body = "/chat/completions", self._chat_body(prompt, sampling, 1, sampling.seeds[index])
         else:
+            _no_passthrough(prompt, sampling)
+            body = self._body(sampling, 1, sampling.seeds[index], chat)
             path, body = "/completions", body | {"prompt": await self._completion_prompt(prompt)}
+        body["stream"] = True
         count = 0
+        calls = StreamedToolCalls()
         async with self._client.stream("POST", self._base + path, json=body) as reply:
             if reply.status_code >= 400:
                 raise Unavailable(f"remote OpenAI server answered {reply.status_code}: {(await reply.aread())[:500]!r}")
@@ -242,12 +259,15 @@ class OpenAIRemoteEngine(Engine):
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
                 for choice in json.loads(line[5:]).get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content") or "" if chat else choice.get("text") or ""
+                    delta = choice.get("delta") or {}
+                    calls.feed(delta)
+                    text = delta.get("content") or "" if chat else choice.get("text") or ""
                     reason = choice.get("finish_reason")
-                    count += 1 if text else 0  # servers stream about one token per event
+                    count += 1 if text or delta.get("tool_calls") else 0  # about one token per event
                     if text or reason:
                         finish = _finish(reason) if reason else None
-                        yield StreamDelta(index=index, text=text, finish_reason=finish, completion_tokens=count)
+                        found = calls.calls() if reason else []
+                        yield StreamDelta(index, text, finish, completion_tokens=count, tool_calls=found)
 
     # -- scoring ---------------------------------------------------------------------------
     async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
@@ -304,8 +324,20 @@ class OpenAIRemoteEngine(Engine):
         await self._client.aclose()
 
 
-def _messages(prompt: Prompt) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in prompt.messages]
+def _messages(prompt: Prompt) -> list[dict[str, Any]]:
+    return wire_messages(prompt)
+
+
+def _no_passthrough(prompt: Prompt, sampling: Sampling) -> None:
+    """Tools and response formats pass through the chat endpoint only; a partial assistant
+    turn or a raw prompt goes to /v1/completions, which has neither."""
+    if prompt.tools is not None and prompt.tools.tools:
+        raise InvalidArgument("the remote engine passes tools through chat messages only", field="input.tools")
+    if sampling.constraint is not None:
+        raise InvalidArgument(
+            "the remote engine passes a response format through chat messages only (no assistant prefix)",
+            field="sampling.constraint",
+        )
 
 
 async def create_engine(settings: PolicySettings) -> Engine:

@@ -6,11 +6,15 @@ family are unit-tested on recorded text.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.policy.engines.base import EngineStats, TokenLogprob
+from services.common.tool_calls import ToolCall, canonical_arguments, new_call_id
+from services.policy.engines.base import Constraint, EngineStats, Prompt, TokenLogprob, ToolSpec
+from services.policy.engines.tool_prompt import tool_schema
 
 #: token id used when a server reports token text only (OpenAI logprobs carry no ids)
 UNKNOWN_TOKEN_ID = -1
@@ -107,3 +111,99 @@ def parse_engine_stats(metrics_text: str) -> EngineStats | None:
                 prefix_cache_hits=int(values.get(names.get("hits", ""), 0.0)),
             )
     return None
+
+
+# -- tools and structured outputs -----------------------------------------------------------
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def wire_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """Chat messages in OpenAI's shape, earlier tool calls and tool results included."""
+    out: list[dict[str, Any]] = []
+    for m in prompt.messages:
+        message: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            message["tool_calls"] = [_wire_call(c) for c in m.tool_calls]
+            message["content"] = m.content or None
+        if m.tool_call_id:
+            message["tool_call_id"] = m.tool_call_id
+        if m.name and m.role == "tool":
+            message["name"] = m.name
+        out.append(message)
+    return out
+
+
+def wire_tools(spec: ToolSpec | None) -> dict[str, Any]:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls`` for a chat request ({} without tools)."""
+    if spec is None or not spec.tools:
+        return {}
+    tools = [tool_schema(t) for t in spec.tools]
+    for wire, tool in zip(tools, spec.tools, strict=True):
+        if tool.strict:
+            wire["function"]["strict"] = True
+    choice: Any = spec.choice
+    if choice not in ("auto", "none", "required"):
+        choice = {"type": "function", "function": {"name": spec.choice}}
+    body: dict[str, Any] = {"tools": tools, "tool_choice": choice}
+    if spec.choice != "none":
+        body["parallel_tool_calls"] = spec.parallel
+    return body
+
+
+def wire_response_format(constraint: Constraint | None) -> dict[str, Any]:
+    """``response_format`` for a chat request ({} when unconstrained)."""
+    if constraint is None:
+        return {}
+    if constraint.kind == "json_object":
+        return {"response_format": {"type": "json_object"}}
+    schema = json.loads(constraint.schema)
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": schema, "strict": True},
+        }
+    }
+
+
+def _read_call(raw: dict[str, Any]) -> ToolCall | None:
+    function = raw.get("function") or {}
+    name = function.get("name")
+    if not name:
+        return None
+    arguments = function.get("arguments") or "{}"
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    with contextlib.suppress(ValueError):
+        arguments = canonical_arguments(arguments)
+    return ToolCall(id=raw.get("id") or new_call_id(), name=str(name), arguments=arguments)
+
+
+def read_tool_calls(message: dict[str, Any] | None) -> list[ToolCall]:
+    """``choices[i].message.tool_calls`` → calls (arguments canonical where they parse)."""
+    calls = [_read_call(raw) for raw in (message or {}).get("tool_calls") or []]
+    return [c for c in calls if c is not None]
+
+
+class StreamedToolCalls:
+    """Assembles the ``delta.tool_calls`` fragments of one streamed choice (id and name come
+    first, the arguments in pieces, all keyed by the call's ``index``)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, dict[str, Any]] = {}
+
+    def feed(self, delta: dict[str, Any]) -> None:
+        for frag in delta.get("tool_calls") or []:
+            part = self.parts.setdefault(
+                int(frag.get("index", 0)), {"id": "", "function": {"name": "", "arguments": ""}}
+            )
+            part["id"] = frag.get("id") or part["id"]
+            function = frag.get("function") or {}
+            part["function"]["name"] += function.get("name") or ""
+            part["function"]["arguments"] += function.get("arguments") or ""
+
+    def calls(self) -> list[ToolCall]:
+        found = [_read_call(self.parts[i]) for i in sorted(self.parts)]
+        return [c for c in found if c is not None]

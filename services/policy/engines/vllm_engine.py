@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.common.aio import merge
+from services.common.json_constraint import parse_json_object
 from services.policy.engines.base import (
     Completion,
     ContinuationScore,
@@ -42,6 +44,7 @@ from services.policy.engines.base import (
     StreamDelta,
     TokenLogprob,
 )
+from services.policy.engines.tool_prompt import request_grammar, template_inputs, template_supports_tools
 
 if TYPE_CHECKING:
     from services.policy.settings import PolicySettings
@@ -133,16 +136,19 @@ class VllmEngine(Engine):
         self._llm = llm
         self._live = live
         self._tokenizer = llm.get_tokenizer()
+        self._native_tools = template_supports_tools(str(getattr(self._tokenizer, "chat_template", "") or ""))
         self.model_id = model_id
         self.max_context = max_context
 
     # -- prompts ---------------------------------------------------------------------------
     def render(self, prompt: Prompt) -> str:
-        """The prompt text the model sees: chat template (with generation prompt) or raw text,
-        then the partial assistant turn."""
+        """The prompt text the model sees: chat template (with generation prompt and the tools)
+        or raw text, then the partial assistant turn."""
         if prompt.messages:
-            conversation = [{"role": m.role, "content": m.content} for m in prompt.messages]
-            text = self._tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+            conversation, tools = template_inputs(prompt, self._native_tools)
+            text = self._tokenizer.apply_chat_template(
+                conversation, tools=tools, tokenize=False, add_generation_prompt=True
+            )
         else:
             text = prompt.text
         return str(text) + prompt.assistant_prefix
@@ -162,7 +168,38 @@ class VllmEngine(Engine):
         return self._token_ids(prompt)
 
     # -- generation ------------------------------------------------------------------------
-    def _plan(self, sampling: Sampling, request_id: str, delta: bool) -> list[tuple[str, int, Any]]:
+    @staticmethod
+    def structured_outputs(prompt: Prompt, sampling: Sampling) -> Any:
+        """vLLM structured outputs for the request: a JSON constraint alone goes as vLLM's
+        own ``json`` / ``json_object``; tools go as the GBNF grammar the llama.cpp engine uses
+        (xgrammar reads it); tool_choice "auto" as a structural tag that constrains a call
+        once the model opens ``<tool_call>``. None for free text."""
+        from vllm.sampling_params import StructuredOutputsParams
+
+        plan = request_grammar(prompt, sampling.constraint)
+        if plan is None:
+            return None
+        if prompt.tools is None or not prompt.tools.active:
+            constraint = sampling.constraint
+            if constraint is not None and constraint.kind == "json_schema":
+                return StructuredOutputsParams(json=parse_json_object(constraint.schema))
+            return StructuredOutputsParams(json_object=True)
+        if not plan.trigger:
+            return StructuredOutputsParams(grammar=plan.gbnf)
+        structures = [
+            {
+                "begin": f'<tool_call>\n{{"name": "{t.name}", "arguments": ',
+                "schema": parse_json_object(t.parameters_json) if t.parameters_json.strip() else {"type": "object"},
+                "end": "}\n</tool_call>",
+            }
+            for t in prompt.tools.tools
+        ]
+        tag = {"type": "structural_tag", "structures": structures, "triggers": ["<tool_call>"]}
+        return StructuredOutputsParams(structural_tag=json.dumps(tag))
+
+    def _plan(
+        self, sampling: Sampling, request_id: str, delta: bool, structured: Any = None
+    ) -> list[tuple[str, int, Any]]:
         """(engine request id, first candidate index, SamplingParams) per engine request."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
@@ -183,6 +220,7 @@ class VllmEngine(Engine):
                 stop=list(sampling.stop) or None,
                 logprobs=sampling.top_logprobs if sampling.logprobs else None,
                 output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
+                structured_outputs=structured,
             )
             plan.append((f"{request_id}-{first}-{uuid.uuid4().hex[:8]}", first, params))
         return plan
@@ -209,7 +247,8 @@ class VllmEngine(Engine):
         completions: list[Completion] = []
         cached = 0
         k = sampling.top_logprobs
-        async for first, out in self._run(ids, self._plan(sampling, request_id, delta=False)):
+        plan = self._plan(sampling, request_id, False, self.structured_outputs(prompt, sampling))
+        async for first, out in self._run(ids, plan):
             cached = max(cached, int(out.num_cached_tokens or 0))
             for c in out.outputs:
                 index = first + c.index
@@ -229,7 +268,8 @@ class VllmEngine(Engine):
     async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
         ids = self._token_ids(prompt)
         counts = [0] * sampling.n
-        async for first, out in self._run(ids, self._plan(sampling, request_id, delta=True)):
+        plan = self._plan(sampling, request_id, True, self.structured_outputs(prompt, sampling))
+        async for first, out in self._run(ids, plan):
             for c in out.outputs:
                 index = first + c.index
                 counts[index] += len(c.token_ids)

@@ -127,3 +127,78 @@ def test_server_root_strips_the_api_version() -> None:
     assert server_root("http://h:8000/v1") == "http://h:8000"
     assert server_root("http://h:8000/v1/") == "http://h:8000"
     assert server_root("http://h:8000") == "http://h:8000"
+
+
+# -- tools and structured outputs -----------------------------------------------------------
+
+
+def test_tools_and_formats_go_out_in_openais_shape() -> None:
+    from services.policy.engines.base import Constraint, Message, Prompt, ToolCall, ToolDef, ToolSpec
+    from services.policy.engines.openai_wire import wire_messages, wire_response_format, wire_tools
+
+    params = '{"type": "object", "properties": {"city": {"type": "string"}}}'
+    spec = ToolSpec((ToolDef("get_weather", "weather", params, strict=True),), "get_weather", False)
+    body = wire_tools(spec)
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert body["parallel_tool_calls"] is False
+    assert body["tools"][0]["function"]["parameters"]["properties"] == {"city": {"type": "string"}}
+    assert body["tools"][0]["function"]["strict"] is True
+    assert wire_tools(ToolSpec(spec.tools, "required", True))["tool_choice"] == "required"
+    assert "parallel_tool_calls" not in wire_tools(ToolSpec(spec.tools, "none", True))
+    assert wire_tools(None) == {}
+
+    assert wire_response_format(None) == {}
+    assert wire_response_format(Constraint("json_object")) == {"response_format": {"type": "json_object"}}
+    fmt = wire_response_format(Constraint("json_schema", params))["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["type"] == "object"
+
+    call = ToolCall("call_1", "get_weather", '{"city":"Paris"}')
+    prompt = Prompt(
+        messages=(
+            Message("user", "Weather?"),
+            Message("assistant", "", (call,)),
+            Message("tool", "18C", tool_call_id="call_1", name="get_weather"),
+        )
+    )
+    wire = wire_messages(prompt)
+    assert wire[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+        ],
+    }
+    assert wire[2] == {"role": "tool", "content": "18C", "tool_call_id": "call_1", "name": "get_weather"}
+
+
+def test_tool_calls_come_back_from_replies_and_streams() -> None:
+    from services.policy.engines.openai_wire import StreamedToolCalls, read_tool_calls
+
+    message = {
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"b": 2, "a": 1}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "not json"}},
+            {"id": "call_c", "type": "function", "function": {"arguments": "{}"}},
+        ],
+    }
+    calls = read_tool_calls(message)
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_a", "f", '{"a":1,"b":2}'),
+        ("call_b", "g", "not json"),
+    ]
+    assert read_tool_calls({"content": "hi"}) == [] and read_tool_calls(None) == []
+
+    stream = StreamedToolCalls()
+    for delta in (
+        {"tool_calls": [{"index": 0, "id": "call_x", "function": {"name": "f", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"q": '}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"x"}'}}]},
+        {"tool_calls": [{"index": 1, "id": "call_y", "function": {"name": "g", "arguments": "{}"}}]},
+        {"content": "ignored"},
+    ):
+        stream.feed(delta)
+    assert [(c.id, c.name, c.arguments) for c in stream.calls()] == [
+        ("call_x", "f", '{"q":"x"}'),
+        ("call_y", "g", "{}"),
+    ]
