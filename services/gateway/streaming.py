@@ -59,7 +59,10 @@ class Chunks:
             body = CompletionResponse(
                 id=self.id, created=self.created, model=self.model, choices=choices, usage=usage, ttc=report
             )
-        return sse(body.model_dump(exclude_none=True))
+        payload = body.model_dump(exclude_none=True)
+        for choice in payload["choices"]:
+            choice.setdefault("finish_reason", None)  # OpenAI sends an explicit null until the last chunk
+        return sse(payload)
 
     def delta(self, delta: ChunkDelta, index: int = 0, reason: str | None = None, logprobs: Any = None) -> bytes:
         if self.chat:
