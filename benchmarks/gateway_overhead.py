@@ -4,7 +4,10 @@ Starts Redis, the policy service (SmolLM2), one orchestrator worker and the gate
 processes, then sends the same single-sample request (effort ``none``, greedy, a few tokens)
 at a fixed concurrency twice: straight to the policy's gRPC ``Generate``, and through the
 gateway (HTTP → validation → Redis/Celery → worker → gRPC → Redis stream → HTTP). Prints
-p50/p90 latency of both and the added p50 (target < 15 ms) with the error count.
+p50/p90 latency of both and the added p50 (target < 15 ms) with the error count, and the CPU
+time the gateway and the worker processes spent per request (from /proc, so it holds even on a
+busy machine), which is what competes with decoding on a small host. ``--profile DIR`` runs
+the gateway under cProfile and writes its profile there.
 
     .venv/bin/python benchmarks/gateway_overhead.py --requests 160 --concurrency 16
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -25,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e.gateway_stack import MODEL, GatewayStack
-from tests.helpers.processes import RedisServer
+from tests.helpers.processes import RedisServer, ServiceProcess
 
 PROMPT = "Say OK."
 
@@ -88,6 +92,33 @@ async def through_gateway(stack: GatewayStack, args: argparse.Namespace) -> tupl
         return await _run(args.concurrency, args.requests, call)
 
 
+def _cpu_seconds(root: int) -> float:
+    """User + system CPU of ``root`` and its descendants (children of a prefork pool included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
+
+
+def _pids(services: list[ServiceProcess | None]) -> list[int]:
+    return [s.proc.pid for s in services if s is not None and s.proc is not None]
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -99,6 +130,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2, help="alternating direct/gateway rounds")
+    parser.add_argument("--profile", type=Path, default=None, help="run the gateway under cProfile, write here")
     args = parser.parse_args()
 
     redis_server = RedisServer().start()
@@ -106,6 +138,20 @@ def main() -> None:
     try:
         stack.start_policy()
         stack.start_worker(concurrency=args.concurrency)
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            profile = str(args.profile.resolve() / "gateway.prof")
+            stack.gateway_args = [
+                sys.executable,
+                "-m",
+                "cProfile",
+                "-o",
+                profile,
+                "-m",
+                "services.cli",
+                "serve",
+                "gateway",
+            ]
         stack.start_gateway()
         # Warm both paths (connections, engine caches) before measuring.
         asyncio.run(direct(stack, argparse.Namespace(**{**vars(args), "requests": args.concurrency})))
@@ -113,11 +159,15 @@ def main() -> None:
         base: list[float] = []
         gw: list[float] = []
         base_err = gw_err = 0
+        gateway_cpu = worker_cpu = 0.0
         for _ in range(args.rounds):  # alternate so machine-load drift hits both paths alike
             lat, err = asyncio.run(direct(stack, args))
             base += lat
             base_err += err
+            before = _cpu_seconds(_pids([stack.gateway])[0]), sum(map(_cpu_seconds, _pids(list(stack.workers))))
             lat, err = asyncio.run(through_gateway(stack, args))
+            gateway_cpu += _cpu_seconds(_pids([stack.gateway])[0]) - before[0]
+            worker_cpu += sum(map(_cpu_seconds, _pids(list(stack.workers)))) - before[1]
             gw += lat
             gw_err += err
     finally:
@@ -133,6 +183,11 @@ def main() -> None:
     print(f"gateway + queue    : p50 {g50:8.1f} ms  p90 {_pct(gw, 0.9):8.1f} ms  errors {gw_err}")
     print(f"added p50 latency  : {g50 - b50:8.1f} ms (target < 15 ms)   ratio {g50 / b50:.2f}x")
     print(f"errors             : {base_err + gw_err} (target 0)")
+    per = max(1, len(gw))
+    print(
+        f"CPU per request    : gateway {1000 * gateway_cpu / per:.1f} ms, worker {1000 * worker_cpu / per:.1f} ms"
+        f"   load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
 
 
 if __name__ == "__main__":

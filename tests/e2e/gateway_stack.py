@@ -25,6 +25,7 @@ class GatewayStack:
     gateway_port: int = field(default_factory=free_port)
     gateway_env: dict[str, str] = field(default_factory=dict)
     worker_env: dict[str, str] = field(default_factory=dict)
+    gateway_args: list[str] = field(default_factory=list)  # a command other than `ttc serve gateway`
     policy: ServiceProcess | None = None
     gateway: ServiceProcess | None = None
     workers: list[ServiceProcess] = field(default_factory=list)
@@ -97,7 +98,7 @@ class GatewayStack:
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),
             **self.gateway_env,
         }
-        self.gateway = ServiceProcess("gateway", env).start()
+        self.gateway = ServiceProcess("gateway", env, args=self.gateway_args).start()
         self.gateway.wait_until(lambda: http_healthy(f"{self.url}/readyz"), timeout=120)
         return self.gateway
 
