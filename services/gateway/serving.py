@@ -26,6 +26,7 @@ from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan, Planner
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, ErrorDetail, ErrorResponse, Job
 from services.gateway.streaming import DONE, Chunks, sse
+from services.gateway.tracing import annotate_usage
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
@@ -273,6 +274,7 @@ class Serving:
         self, result: orchestrator_pb2.SearchResult, record: JobRecord, caller: str, elapsed: float, stream: bool
     ) -> None:
         usage = usage_of(result, record)
+        annotate_usage(usage.prompt_tokens, usage.completion_tokens)  # gen_ai.usage.* on the request's span
         effort = record.effort_applied
         self.metrics.reasoning_tokens.labels(effort).inc(usage.completion_tokens_details.reasoning_tokens)
         self.metrics.completion_tokens.labels(effort).inc(usage.completion_tokens)
