@@ -40,6 +40,7 @@ from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
 from services.jobs import validation
 from services.jobs.celery_app import make_celery
+from services.jobs.redis_client import redis_client
 from services.jobs.settings import JobsSettings
 from services.jobs.trace_store import TraceStore
 from services.jobs.validation import JobValidator
@@ -89,7 +90,7 @@ def build_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = aioredis.Redis.from_url(common.redis_url)
+        client = redis_client(common.redis_url)
         channels = {t: insecure_channel(t) for t in fleet_targets(settings.policy_target, settings.policy_targets)}
         watch = PolicyFleet(
             [PolicyWatch(policy_pb2_grpc.PolicyStub(c), t, settings.stats_interval_s) for t, c in channels.items()],

@@ -12,6 +12,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from services.jobs.events import SEARCH_TASK
+from services.jobs.redis_client import PUBLISH_RETRY_POLICY
 
 
 def make_celery(
@@ -36,6 +37,8 @@ def make_celery(
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         broker_connection_retry_on_startup=True,
+        # A publish retries through a Redis restart (services/jobs/redis_client.py).
+        task_publish_retry_policy=PUBLISH_RETRY_POLICY,
         broker_transport_options={
             "visibility_timeout": visibility_timeout_s,
             # Sweep for unacknowledged jobs of dead workers every restore_interval_s seconds.

@@ -21,7 +21,6 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import grpc
-import redis.asyncio as aioredis
 from celery import Celery, Task
 from opentelemetry import trace
 
@@ -32,6 +31,7 @@ from services.common.tracing import extract_context, set_genai_attributes
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
+from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
@@ -66,7 +66,7 @@ class JobRunner:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     async def _connect(self) -> bool:
-        self.redis = aioredis.Redis.from_url(self.redis_url)
+        self.redis = redis_client(self.redis_url)
         self.events = ev.JobEvents(self.redis, self.settings.result_ttl_s)
         self.traces = TraceStore(self.redis, self.settings.trace_ttl_s)
         # One channel per policy deployment (TTC_ORCHESTRATOR_POLICY_TARGETS); jobs pick theirs by model.
