@@ -42,7 +42,7 @@ def test_queued_background_job_survives_a_redis_restart(tmp_path: Path) -> None:
         stack.start_worker(concurrency=1)
 
         def done() -> bool:
-            return httpx.get(f"{stack.url}/v1/jobs/{job_id}", timeout=10).json()["status"] == "completed"
+            return httpx.get(f"{stack.url}/v1/jobs/{job_id}", timeout=10).json()["status"] == "succeeded"
 
         stack.wait_for(done, timeout=120, what="the job queued before the restart to complete")
         job = httpx.get(f"{stack.url}/v1/jobs/{job_id}", timeout=10).json()
