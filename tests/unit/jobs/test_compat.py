@@ -132,3 +132,19 @@ def test_tools_need_chat_messages() -> None:
     with pytest.raises(InvalidArgument) as err:
         validation.validate(j)
     assert err.value.field == "tools"
+
+
+def test_the_docs_table_is_the_capability_table() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs/strategies.md").read_text()
+    section = text[text.index("**Which strategies serve what**") :]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = tuple(c == "yes" for c in cells[1:5])
+        elif rows and not line.startswith("|"):
+            break
+    expected = {n: (c.tools, c.response_format, c.logprobs, c.answers) for n, c in compat.CAPABILITIES.items()}
+    assert rows == expected
