@@ -152,3 +152,43 @@ def test_policy_targets_by_model() -> None:
     for bad in ("smol", "smol=", "=a:1", "smol=a", "smol=a:1,smol=b:2"):
         with pytest.raises(ValueError):
             OrchestratorSettings(policy_targets=bad)
+
+
+class Traces:
+    """Stands in for the Redis trace store (the servicer only saves)."""
+
+    def __init__(self) -> None:
+        self.saved: list[orchestrator_pb2.SearchTrace] = []
+
+    async def save(self, trace: orchestrator_pb2.SearchTrace, owner: str = "") -> None:
+        self.saved.append(trace)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[ToolPolicy, str], stream: bool) -> None:
+    from services.orchestrator.servicer import OrchestratorServicer
+
+    fake, target = served
+    async with insecure_channel(target) as channel:
+        other = insecure_channel("127.0.0.1:1")  # the default deployment: not this job's model
+        servicer = OrchestratorServicer(
+            other,
+            channel,
+            channel,
+            Traces(),
+            lambda model: channel if model == "qwen" else other,  # type: ignore[arg-type]
+        )
+        job = make_job("single")
+        job.model, job.stream_answer = "qwen", stream
+        events = [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
+        await other.close()
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[-1] == "result"
+    deltas = [e.answer_delta for e in events if e.WhichOneof("event") == "answer_delta"]
+    if stream:
+        assert deltas == ["The", " time", " is", " noon."] and len(fake.streams) == 1
+        assert events[-1].result.answer == "The time is noon."
+    else:  # Generate: the fake answers with a call
+        assert deltas == [] and len(fake.requests) == 1 and not fake.streams
+        assert [c.name for c in events[-1].result.tool_calls] == ["get_time"]
+    assert [e.sequence for e in events[:-1]] == sorted({e.sequence for e in events[:-1]})
