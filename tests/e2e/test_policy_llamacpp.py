@@ -13,6 +13,7 @@ import pytest
 
 from services.common.errors import FIELD_METADATA_KEY
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from tests.e2e import policy_tool_checks as tool_checks
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 
 pytestmark = pytest.mark.e2e
@@ -266,3 +267,56 @@ def test_stats_report_live_kv_utilization(policy: tuple[policy_pb2_grpc.PolicySt
     while metric(url, "ttc_policy_aborted_requests_total", reason="cancelled") < cancelled_before + 1:
         assert time.monotonic() < deadline, "client cancellation was not counted as an abort"
         time.sleep(0.1)
+
+
+# -- tools and structured outputs (#12) on Qwen2.5-Coder-0.5B, whose template renders tools ----
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Iterator[policy_pb2_grpc.PolicyStub]:
+    port = free_port()
+    proc = ServiceProcess(
+        "policy",
+        env={
+            "TTC_POLICY_HOST": "127.0.0.1",
+            "TTC_POLICY_PORT": str(port),
+            "TTC_POLICY_METRICS_PORT": str(free_port()),
+            "TTC_POLICY_MODEL": "qwen2.5-coder-0.5b",
+        },
+    ).start()
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=300)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield policy_pb2_grpc.PolicyStub(channel)
+    finally:
+        proc.stop()
+
+
+def test_json_schema_constrains_every_candidate(qwen: policy_pb2_grpc.PolicyStub) -> None:
+    tool_checks.check_json_schema(qwen)
+    tool_checks.check_json_object(qwen)
+
+
+def test_required_and_named_tool_choice_yield_valid_calls(qwen: policy_pb2_grpc.PolicyStub) -> None:
+    tool_checks.check_required_tool(qwen)
+    tool_checks.check_named_tool(qwen)
+
+
+def test_tool_round_trip_renders_and_generates(qwen: policy_pb2_grpc.PolicyStub) -> None:
+    tool_checks.check_round_trip(qwen)
+
+
+def test_stream_holds_back_tool_call_syntax(qwen: policy_pb2_grpc.PolicyStub) -> None:
+    tool_checks.check_stream_holds_back_calls(qwen)
+
+
+def test_tools_on_a_template_without_tools(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    """SmolLM2's template has no tools: they go in the Hermes system prompt, the grammar still
+    forces a well-formed call."""
+    stub, _ = policy
+    tool_checks.check_required_tool(stub)
+
+
+def test_bad_schemas_and_tools_are_invalid_argument(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    stub, _ = policy
+    tool_checks.check_bad_input(stub)
