@@ -242,6 +242,8 @@ class ResponsesService:
         record = await self.serving.dispatcher.record(job_id)
         if record is None or record.kind != "response" or (caller is not None and record.caller not in (None, caller)):
             raise not_found(response_id)
+        if entry is None and not record.background and (record.response or {}).get("store") is False:
+            raise not_found(response_id)  # store: false keeps nothing; only a background job is followed
         result = await self.serving.dispatcher.result(job_id)
         if result is None:
             return render.pending(job_id, record)

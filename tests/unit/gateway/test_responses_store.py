@@ -122,7 +122,13 @@ def test_store_false_lives_only_in_the_job_record(redis_url: str) -> None:
         await client.flushdb()
         svc, store, _ = service(client)
         record = JobRecord(
-            kind="response", model="m", created_at=1.0, caller="alice", status="queued", response={"store": False}
+            kind="response",
+            model="m",
+            created_at=1.0,
+            caller="alice",
+            status="queued",
+            background=True,
+            response={"store": False},
         )
         await client.hset(ev.job_key(JOB), mapping=record.to_redis())  # type: ignore[arg-type]
         rid = render.response_id(JOB)
@@ -130,6 +136,11 @@ def test_store_false_lives_only_in_the_job_record(redis_url: str) -> None:
         assert await store.get(JOB) is None
         with pytest.raises(Exception, match=r"not stored|not found"):
             await svc._history(rid, "alice")
+        # Not in the background, store: false is not retrievable at all.
+        foreground = record.model_copy(update={"background": False})
+        await client.hset(ev.job_key("cd" * 16), mapping=foreground.to_redis())  # type: ignore[arg-type]
+        with pytest.raises(HTTPError):
+            await svc.retrieve(render.response_id("cd" * 16), "alice")
         # A chat job is not a response, whoever asks.
         chat = JobRecord(kind="chat.completion", model="m", caller="alice")
         await client.hset(ev.job_key("ab" * 16), mapping=chat.to_redis())  # type: ignore[arg-type]
