@@ -143,15 +143,16 @@ def test_single_streams_answer_deltas_through_the_queue(stack: GatewayStack) -> 
     celery = make_celery(stack.redis.url, stack.queue, 8, 1)
     celery.send_task(ev.SEARCH_TASK, args=[ev.encode_job(j)], task_id=j.job_id, queue=stack.queue)
 
-    async def follow() -> list[orchestrator_pb2.JobEvent]:
+    async def follow() -> list[tuple[str, orchestrator_pb2.JobEvent]]:
         client = aioredis.Redis.from_url(stack.redis.url)
         try:
             events = ev.JobEvents(client, 600)
-            return [e async for _, e in events.follow(j.job_id, until=time.monotonic() + 300)]
+            return [(i, e) async for i, e in events.follow(j.job_id, until=time.monotonic() + 300)]
         finally:
             await client.aclose()
 
-    events = asyncio.run(follow())
+    stamped = asyncio.run(follow())
+    events = [e for _, e in stamped]
     deltas = [e.answer_delta for e in events if e.WhichOneof("event") == "answer_delta"]
     result = events[-1].result
     assert events[-1].HasField("result") and result.answer
@@ -159,3 +160,8 @@ def test_single_streams_answer_deltas_through_the_queue(stack: GatewayStack) -> 
     assert "".join(deltas) == result.answer
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds.index("answer_delta") < kinds.index("result")
+    # Redis stamps each entry (ms): the first answer token was out well before the answer was done.
+    ms = [int(i.split("-")[0]) for i, _ in stamped]
+    first, last = ms[kinds.index("answer_delta")], ms[len(kinds) - 1 - kinds[::-1].index("answer_delta")]
+    print(f"{len(deltas)} deltas; the first {last - first} ms before the last, result {ms[-1] - last} ms after")
+    assert last - first > 0
