@@ -4,7 +4,7 @@
   JSON arguments (sorted keys, compact), the calls of one turn as an order-insensitive
   (sorted) list, so parallel calls in any order agree. A call that names no offered tool or
   whose arguments do not validate against the tool's parameters schema makes the candidate
-  abstain (key ``""``).
+  abstain (key ``""``), as do several calls when parallel calls were not allowed.
 - With a response format, a candidate votes under its canonical JSON (a candidate that is not
   JSON, or not an object for ``json_object``, or fails the schema, abstains).
 - Otherwise the extracted, normalized answer (:func:`services.common.answers.normalize_for_vote`).
@@ -30,6 +30,8 @@ JSON_PREFIX = "json:"
 def calls_key(calls: Sequence[ToolCall], tools: Tools | None) -> str:
     """The normalized calls of one turn, ``""`` when any call is not a valid call of ``tools``."""
     offered = {t.name: t for t in tools.tools} if tools is not None else {}
+    if tools is not None and not tools.parallel and len(calls) > 1:
+        return ""  # parallel calls were not allowed
     normalized = []
     for call in calls:
         tool = offered.get(call.name)

@@ -80,6 +80,12 @@ def test_a_call_that_does_not_validate_abstains(call: ToolCall) -> None:
     assert calls_key((ToolCall("2", "get_time", "{}"), call), TOOLS) == ""  # one bad call spoils the turn
 
 
+def test_several_calls_abstain_when_parallel_calls_are_not_allowed() -> None:
+    two = (ToolCall("1", "get_time", "{}"), ToolCall("2", "get_weather", '{"city": "Rome"}'))
+    assert calls_key(two, Tools(TOOLS.tools, "auto", parallel=False)) == ""
+    assert calls_key(two[:1], Tools(TOOLS.tools, "auto", parallel=False)) != ""
+
+
 def test_json_key_is_canonical_and_checks_the_constraint() -> None:
     schema = Constraint(json_schema=json.dumps(ANSWER_SCHEMA))
     assert json_key('{"answer": 42, "why": "x"}', schema) == json_key('{ "why":"x","answer":42 }', schema) != ""
