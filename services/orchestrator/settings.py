@@ -76,4 +76,3 @@ class OrchestratorSettings(BaseSettings):
     def _targets(cls, value: str) -> str:
         parse_targets(value)
         return value
-
