@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke settings-table clean
+.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-fast  lint + unit tests only (inner loop, no models needed)"
 	@echo "make bench      policy, sandbox, verifier and gateway benchmarks"
 	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
+	@echo "make chaos      fault and overload runs against a local stack (SmolLM2), figures in reports/chaos"
 
 system:
 	@scripts/install_system.sh
@@ -88,6 +89,11 @@ loadtest: models
 
 loadtest-smoke: models
 	$(PY) -m loadtests full --model smollm2-135m --problems 6 --out reports/smoke
+
+# Fault run (worker SIGKILLs, policy/verifier/Redis restarts under traffic) and overload run
+# (10x the sustainable rate) against a ttc stack on SmolLM2; docs/reliability.md.
+chaos: models
+	$(PY) -m loadtests.chaos --model smollm2-135m --out reports/chaos
 
 clean:
 	rm -rf .run reports build .pytest_cache .mypy_cache .ruff_cache
