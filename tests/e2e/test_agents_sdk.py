@@ -1,0 +1,77 @@
+"""The OpenAI Agents SDK end to end: an ``Agent`` with a function tool, run by ``Runner`` on its
+default model (the Responses API) through the real gateway, worker, Redis and policy service on
+Qwen2.5-Coder-0.5B. The agent must call the tool with the right arguments, get its result back
+through ``function_call_output`` and answer with it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.gateway_stack import GatewayStack
+from tests.helpers.processes import RedisServer
+
+pytestmark = pytest.mark.e2e
+QWEN = "qwen2.5-coder-0.5b"
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
+    s = GatewayStack(redis_server, gateway_env={"TTC_GATEWAY_API_KEYS": "agent:sk-agent"})
+    try:
+        s.start_policy({"TTC_POLICY_MODEL": QWEN})
+        s.start_worker()
+        s.start_gateway()
+        yield s
+    finally:
+        s.stop()
+
+
+def test_an_agent_calls_its_function_tool_and_answers_with_the_result(stack: GatewayStack) -> None:
+    from agents import (
+        Agent,
+        ModelSettings,
+        Runner,
+        function_tool,
+        set_default_openai_api,
+        set_default_openai_client,
+        set_tracing_disabled,
+    )
+    from openai import AsyncOpenAI
+    from openai.types.responses import ResponseFunctionToolCall
+    from openai.types.shared import Reasoning
+
+    calls: list[tuple[int, int]] = []
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers and return their sum."""
+        calls.append((a, b))
+        return a + b
+
+    async def run() -> object:
+        client = AsyncOpenAI(base_url=f"{stack.url}/v1", api_key="sk-agent", max_retries=0, timeout=180)
+        set_default_openai_client(client, use_for_tracing=False)
+        set_default_openai_api("responses")  # the SDK's default, said out loud
+        set_tracing_disabled(True)
+        agent = Agent(
+            name="calculator",
+            instructions="You are a calculator. To add numbers, call the add tool. Then reply with only the result.",
+            tools=[add],
+            model=QWEN,
+            model_settings=ModelSettings(max_tokens=96, temperature=0, reasoning=Reasoning(effort="none")),
+        )
+        try:
+            return await Runner.run(agent, "What is 1234 + 4321?", max_turns=4)
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    assert calls == [(1234, 4321)]
+    assert "5555" in str(result.final_output).replace(",", "")  # type: ignore[attr-defined]
+    responses = result.raw_responses  # type: ignore[attr-defined]
+    assert len(responses) == 2  # the tool call, then the answer after the tool's output
+    assert any(isinstance(item, ResponseFunctionToolCall) and item.name == "add" for item in responses[0].output)
+    assert all(r.usage.output_tokens > 0 and r.usage.input_tokens > 0 for r in responses)
