@@ -323,3 +323,20 @@ def test_budget_forcing_answer_tokens_may_not_exceed_max_tokens() -> None:
     with pytest.raises(InvalidArgument) as err:
         validate_job(make_job("budget_forcing", params={"answer_max_tokens": 500}, max_tokens=64))
     assert err.value.field == "strategy.params.answer_max_tokens"
+
+
+async def test_revision_alternatives_are_its_other_attempts_best_first() -> None:
+    job = make_job("revision", n=1, params={"rounds": 2}, verifier="orm")
+    job.answers = 3
+
+    def respond(call: PolicyCall, index: int, seed: int) -> str:
+        k = 1 if len(call.messages) == 1 else int(call.messages[-2].content.rstrip(".")[-1]) + 1
+        return f"Attempt {k}. The answer is {k}."
+
+    verifier = ScriptedVerifier(lambda text: 0.1 * (1 + int(text.rstrip(".")[-1])), passed=lambda t: False)
+    result, _ = await run_search(job, ScriptedPolicy(respond), verifier)
+    assert result.answer == "Attempt 3. The answer is 3."  # the best-scored attempt
+    assert [(a.text, round(a.score, 1)) for a in result.alternatives] == [
+        ("Attempt 2. The answer is 2.", 0.3),
+        ("Attempt 1. The answer is 1.", 0.2),
+    ]
