@@ -175,7 +175,7 @@ class ResponsesService:
             for chunk in events.reasoning_delta(line):
                 yield chunk
             until = time.monotonic() + 2 * self.serving.job_timeout_s + 30
-            first = False
+            first = first_answer = False
             async for _, event in self.serving.dispatcher.follow(job_id, until=until):
                 which = event.WhichOneof("event")
                 out: list[bytes] = []
@@ -183,6 +183,9 @@ class ResponsesService:
                     out = events.reasoning_delta(event.progress.message + "\n")
                 elif which == "answer_delta" and event.answer_delta:
                     out = events.text_delta(event.answer_delta)
+                    if not first_answer:
+                        first_answer = True
+                        self.serving.metrics.ttfat.observe(time.perf_counter() - started)
                 elif which == "result":
                     finished = True
                     out = await self._finish(job_id, event.result, record, caller, started, events)
