@@ -182,6 +182,7 @@ def test_openai_sdk_streams_the_answer_token_by_token(client: Any, stack: Gatewa
     assert text.replace(" ", "").startswith("1,2,3,4,5"), text
     assert len(arrivals) > 10, f"{len(arrivals)} content chunks"
     first, last = arrivals[0][0], arrivals[-1][0]
+    print(f"stream: {len(arrivals)} content chunks, first answer token at {first:.2f}s, last at {last:.2f}s")
     assert last - first > 0.3, f"the answer arrived at once ({first:.2f}s .. {last:.2f}s)"
     assert finish in ("stop", "length")
     _usage_ok(usage)
@@ -265,6 +266,50 @@ def test_litellm_completion_streaming_and_tools(stack: GatewayStack, monkeypatch
     assert called.choices[0].finish_reason == "tool_calls"
     assert call.function.name == "get_weather" and _is_paris(json.loads(call.function.arguments)["city"])
     assert called.usage.total_tokens > 0
+
+
+def test_two_policy_deployments_behind_one_gateway(stack: GatewayStack) -> None:
+    """A second deployment (SmolLM2) next to Qwen: /v1/models lists both, each request goes to its
+    model's deployment (the gateway's and the worker's policy targets name it)."""
+    from openai import OpenAI
+
+    smol = "smollm2-135m"
+    second = GatewayStack(stack.redis)
+    multi: GatewayStack | None = None
+    try:
+        second.start_policy({"TTC_POLICY_MODEL": smol})
+        targets = f"{smol}={second.policy_target}"
+        multi = GatewayStack(
+            stack.redis,
+            policy_port=stack.policy_port,
+            gateway_env={"TTC_GATEWAY_POLICY_TARGETS": targets, "TTC_GATEWAY_MODEL_ALIASES": f"{ALIAS}={QWEN}"},
+            worker_env={"TTC_ORCHESTRATOR_POLICY_TARGETS": targets},
+        )
+        multi.start_worker(concurrency=1)
+        multi.start_gateway()
+        client = OpenAI(base_url=f"{multi.url}/v1", api_key="unused", max_retries=0, timeout=180)
+        assert {QWEN, smol, ALIAS} <= {m.id for m in client.models.list().data}
+        generated = lambda: second.policy_metric("ttc_tokens_total", kind="generated")  # noqa: E731
+        before = generated()
+        for model in (smol, ALIAS):
+            reply = client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "Say hello."}],
+                max_tokens=4,
+                reasoning_effort="none",
+            )
+            assert reply.model == (smol if model == smol else QWEN)
+            assert reply.choices[0].message.content
+            _usage_ok(reply.usage)
+            if model == smol:  # SmolLM2's own deployment generated it
+                assert (
+                    second.policy_metric("ttc_tokens_total", kind="completion")
+                    >= before + reply.usage.completion_tokens
+                )
+    finally:
+        if multi is not None:
+            multi.stop()
+        second.stop()
 
 
 def test_bad_tool_input_is_400_naming_the_field(stack: GatewayStack) -> None:

@@ -197,3 +197,59 @@ def test_targets_and_aliases_parse_or_fail_naming_the_entry() -> None:
         parse_pairs("oops", "TTC_GATEWAY_MODEL_ALIASES")
     with pytest.raises(ValueError, match="twice"):
         parse_pairs("a=b,a=c", "TTC_GATEWAY_MODEL_ALIASES")
+
+
+# ---------------------------------------------------------------- serving a stream
+
+
+class FakeDispatcher:
+    """Replays a job's events as the worker would write them."""
+
+    def __init__(self, events: list[orchestrator_pb2.JobEvent]) -> None:
+        self.events = events
+
+    async def follow(self, job_id: str, until: float | None = None) -> Any:
+        for i, event in enumerate(self.events):
+            yield str(i), event
+
+    async def record(self, job_id: str) -> None:
+        return None
+
+
+class FakeLimiter:
+    async def charge(self, caller: str, tokens: int) -> None:
+        return None
+
+
+async def test_serving_forwards_answer_deltas_as_they_arrive_and_times_the_first_answer_token() -> None:
+    from services.common.metrics import ServiceMetrics
+    from services.gateway.metrics import GatewayMetrics
+    from services.gateway.planning import Plan
+    from services.gateway.routing import Route
+    from services.gateway.serving import Serving
+
+    events = [
+        orchestrator_pb2.JobEvent(progress=orchestrator_pb2.Progress(message="Generating 1 sample.")),
+        orchestrator_pb2.JobEvent(answer_delta="Hel"),
+        orchestrator_pb2.JobEvent(answer_delta="lo"),
+        orchestrator_pb2.JobEvent(result=_result(answer="Hello", finish_reason="stop")),
+    ]
+    metrics = GatewayMetrics(ServiceMetrics("gateway-stream-test"))
+    serving = Serving(None, FakeDispatcher(events), FakeLimiter(), metrics, 10.0)  # type: ignore[arg-type]
+    job = orchestrator_pb2.SearchJob(job_id="j1", model="m", enqueued_at=1.0)
+    plan = Plan(job, Route(strategy="single", token_budget=10), "none", "none")
+    raw = [piece async for piece in serving._stream(plan, _record(include_usage=True), "k", "chat", 0.0)]
+    assert raw[-1] == b"data: [DONE]\n\n"
+    chunks = _events(raw[:-1])
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[1] == {"reasoning_content": "Generating 1 sample.\n"}
+    assert [d.get("content") for d in deltas[2:4]] == ["Hel", "lo"]  # forwarded one by one, not re-sent
+    assert "".join(d.get("content") or "" for d in deltas) == "Hello"
+    assert chunks[-1]["usage"]["completion_tokens"] == 30
+
+    def count(name: str) -> float:
+        value = metrics.base.registry.get_sample_value(name, {"stream": "true"} if "first_token" in name else {})
+        return value or 0.0
+
+    assert count("ttc_gateway_time_to_first_token_seconds_count") == 1
+    assert count("ttc_gateway_time_to_first_answer_token_seconds_count") == 1
