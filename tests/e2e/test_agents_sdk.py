@@ -29,6 +29,54 @@ def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
         s.stop()
 
 
+ADD_TOOL = {
+    "type": "function",
+    "name": "add",
+    "description": "Add two integers and return their sum.",
+    "parameters": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+
+def test_a_function_tool_round_trip_with_the_openai_sdk(stack: GatewayStack) -> None:
+    """The round trip the Agents SDK makes, spelled out: a call, then its output in a follow-up."""
+    import json
+
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="sk-agent", max_retries=0, timeout=180)
+    first = client.responses.create(
+        model=QWEN,
+        instructions="You are a calculator. Use the add tool to add numbers.",
+        input="What is 1234 + 4321?",
+        tools=[ADD_TOOL],  # type: ignore[list-item]
+        tool_choice="required",
+        max_output_tokens=200,
+        reasoning={"effort": "none"},
+        temperature=0,
+    )
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert calls, first.model_dump_json()
+    call = calls[0]
+    assert call.name == "add" and json.loads(call.arguments) == {"a": 1234, "b": 4321}, call
+    second = client.responses.create(
+        model=QWEN,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "5555"}],
+        tools=[ADD_TOOL],  # type: ignore[list-item]
+        max_output_tokens=64,
+        reasoning={"effort": "none"},
+        temperature=0,
+    )
+    assert "5555" in second.output_text.replace(",", ""), second.model_dump_json()
+    assert second.usage is not None and second.usage.output_tokens > 0
+
+
 def test_an_agent_calls_its_function_tool_and_answers_with_the_result(stack: GatewayStack) -> None:
     from agents import (
         Agent,
@@ -61,7 +109,11 @@ def test_an_agent_calls_its_function_tool_and_answers_with_the_result(stack: Gat
             instructions="You are a calculator. To add numbers, call the add tool. Then reply with only the result.",
             tools=[add],
             model=QWEN,
-            model_settings=ModelSettings(max_tokens=96, temperature=0, reasoning=Reasoning(effort="none")),
+            # The first turn must call a tool; the SDK resets tool_choice to auto after a tool
+            # call (Agent.reset_tool_choice), so the second turn answers.
+            model_settings=ModelSettings(
+                max_tokens=200, temperature=0, tool_choice="required", reasoning=Reasoning(effort="none")
+            ),
         )
         try:
             return await Runner.run(agent, "What is 1234 + 4321?", max_turns=4)
