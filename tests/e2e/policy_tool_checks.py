@@ -92,9 +92,11 @@ def check_json_schema(stub: policy_pb2_grpc.PolicyStub, logprobs: bool = True) -
 
 
 def check_json_object(stub: policy_pb2_grpc.PolicyStub) -> None:
-    inp = policy_pb2.PromptInput(messages=[user("Give the capital of France as a JSON object.")])
+    inp = policy_pb2.PromptInput(
+        messages=[user('What is the capital of France? Answer only with a JSON object like {"capital": "..."}.')]
+    )
     constraint = common_pb2.OutputConstraint(json_object=True)
-    reply = generate(stub, inp, n=2, temperature=1.0, max_tokens=64, base_seed=2, constraint=constraint)
+    reply = generate(stub, inp, n=2, temperature=0.7, max_tokens=128, base_seed=2, constraint=constraint)
     for c in reply.candidates:
         assert c.finish_reason == policy_pb2.FINISH_REASON_STOP, c.text
         assert isinstance(json.loads(c.text), dict)

@@ -10,6 +10,7 @@ test runs the engine against vLLM's own server for the paths only vLLM has.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 from collections.abc import Iterator
@@ -18,11 +19,14 @@ import grpc
 import httpx
 import pytest
 
+from services.common.json_constraint import validation_errors
+from services.common.tool_calls import valid_call
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from services.policy.engines.base import Message, Prompt, Sampling
+from services.policy.engines.base import Constraint, Message, Prompt, Sampling, ToolDef, ToolSpec
 from services.policy.engines.openai_remote import create_engine
 from services.policy.models import gguf_path
 from services.policy.settings import PolicySettings
+from tests.e2e import policy_tool_checks as tool_checks
 from tests.helpers.processes import ROOT, ServiceProcess, free_port, grpc_healthy, http_healthy
 
 pytestmark = pytest.mark.e2e
@@ -178,6 +182,16 @@ def test_stream_two_candidates(policy: policy_pb2_grpc.PolicyStub) -> None:
     assert finished == {0, 1} and all(texts.values())
 
 
+def test_tools_and_response_format_pass_through(policy: policy_pb2_grpc.PolicyStub) -> None:
+    """llama-cpp-python's server forces a named tool by grammar and returns OpenAI tool_calls,
+    and constrains json_object; the engine passes both through and reads the calls back. The
+    tool history goes out in OpenAI's shape and the server renders it."""
+    tool_checks.check_named_tool(policy)
+    tool_checks.check_json_object(policy)
+    tool_checks.check_round_trip(policy, counts_tokens=False)
+    tool_checks.check_bad_input(policy)
+
+
 @pytest.fixture(scope="module")
 def vllm_serve() -> Iterator[str]:
     """vLLM's own OpenAI server on converted SmolLM2: /tokenize, /metrics and n with seed+i."""
@@ -247,5 +261,29 @@ async def test_engine_against_vllm_serve(vllm_serve: str) -> None:
             if (await engine.stats()).running_requests == 0:
                 break
         assert (await engine.stats()).running_requests == 0  # the server aborted on disconnect
+    finally:
+        await engine.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+async def test_structured_outputs_and_tools_against_vllm_serve(vllm_serve: str) -> None:
+    """vLLM's server implements json_schema and tool_choice required: every candidate of a
+    schema request validates, every forced call names a tool and its arguments validate."""
+    engine = await create_engine(PolicySettings(engine="openai", openai_base_url=vllm_serve))
+    try:
+        ask = Prompt(messages=(Message("user", "Invent a person. Reply in JSON with name, age and hobbies."),))
+        schema = Constraint("json_schema", json.dumps(tool_checks.PERSON))
+        sampling = Sampling(n=3, seeds=(1, 2, 3), max_tokens=96, temperature=1.0, constraint=schema)
+        for c in (await engine.generate(ask, sampling, "j")).completions:
+            assert validation_errors(tool_checks.PERSON, json.loads(c.text)) == [], c.text
+        tools = tuple(
+            ToolDef(t.name, t.description, t.parameters_json) for t in (tool_checks.WEATHER, tool_checks.TIME)
+        )
+        weather = Prompt(messages=(Message("user", tool_checks.QUESTION),), tools=ToolSpec(tools, "required", False))
+        reply = await engine.generate(weather, Sampling(n=2, seeds=(4, 5), max_tokens=64, temperature=1.0), "t")
+        for c in reply.completions:
+            assert len(c.tool_calls) >= 1
+            assert all(valid_call(call, [tool_checks.WEATHER, tool_checks.TIME]) for call in c.tool_calls)
     finally:
         await engine.close()

@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from tests.e2e import policy_tool_checks as tool_checks
 from tests.helpers.processes import ROOT, ServiceProcess, free_port, grpc_healthy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.slow]
@@ -148,3 +149,16 @@ def test_seeded_candidates_of_a_prompt_longer_than_a_default_step(policy: policy
     reply = policy.Generate(request, timeout=600)
     assert [c.completion_tokens > 0 for c in reply.candidates] == [True, True]
     assert stats(policy).running_requests == 0
+
+
+def test_structured_outputs_and_tools(policy: policy_pb2_grpc.PolicyStub) -> None:
+    """vLLM structured outputs: every json_schema candidate validates (logprobs too); SmolLM2's
+    template has no tools, so they render the Hermes way and the grammar forces valid calls;
+    a tool round trip renders and generates; bad schemas are INVALID_ARGUMENT."""
+    tool_checks.check_json_schema(policy)
+    tool_checks.check_json_object(policy)
+    tool_checks.check_required_tool(policy)
+    tool_checks.check_named_tool(policy)
+    tool_checks.check_round_trip(policy)
+    tool_checks.check_stream_holds_back_calls(policy)
+    tool_checks.check_bad_input(policy)

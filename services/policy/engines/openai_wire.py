@@ -127,7 +127,6 @@ def wire_messages(prompt: Prompt) -> list[dict[str, Any]]:
         message: dict[str, Any] = {"role": m.role, "content": m.content}
         if m.tool_calls:
             message["tool_calls"] = [_wire_call(c) for c in m.tool_calls]
-            message["content"] = m.content or None
         if m.tool_call_id:
             message["tool_call_id"] = m.tool_call_id
         if m.name and m.role == "tool":

@@ -170,21 +170,17 @@ class VllmEngine(Engine):
     # -- generation ------------------------------------------------------------------------
     @staticmethod
     def structured_outputs(prompt: Prompt, sampling: Sampling) -> Any:
-        """vLLM structured outputs for the request: a JSON constraint alone goes as vLLM's
-        own ``json`` / ``json_object``; tools go as the GBNF grammar the llama.cpp engine uses
-        (xgrammar reads it); tool_choice "auto" as a structural tag that constrains a call
-        once the model opens ``<tool_call>``. None for free text."""
+        """vLLM structured outputs for the request: the GBNF grammar the llama.cpp engine uses
+        (xgrammar reads it) for a JSON constraint and for forced tool calls, so both engines
+        write compact JSON (vLLM's own ``json`` mode allows any whitespace, which a small model
+        runs away in; its switch is engine-wide); tool_choice "auto" as a structural tag that
+        constrains a call once the model opens ``<tool_call>``. None for free text."""
         from vllm.sampling_params import StructuredOutputsParams
 
         plan = request_grammar(prompt, sampling.constraint)
         if plan is None:
             return None
-        if prompt.tools is None or not prompt.tools.active:
-            constraint = sampling.constraint
-            if constraint is not None and constraint.kind == "json_schema":
-                return StructuredOutputsParams(json=parse_json_object(constraint.schema))
-            return StructuredOutputsParams(json_object=True)
-        if not plan.trigger:
+        if not plan.trigger or prompt.tools is None:
             return StructuredOutputsParams(grammar=plan.gbnf)
         structures = [
             {

@@ -163,7 +163,7 @@ def test_tools_and_formats_go_out_in_openais_shape() -> None:
     wire = wire_messages(prompt)
     assert wire[1] == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [
             {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
         ],
