@@ -1,0 +1,260 @@
+"""Paths that had no end-to-end test: an explicit cancel of a running job, the per-key token
+budget, and admission control on a real engine's KV-cache utilization.
+
+Real processes only: Redis, the policy service on SmolLM2 with a deliberately tiny KV cache
+(512 cells, so one long request fills most of it), a Celery worker, and gateways on one queue
+that differ only in their settings (limits, KV thresholds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.gateway_stack import MODEL, GatewayStack
+from tests.helpers.processes import RedisServer
+
+pytestmark = pytest.mark.e2e
+
+ALICE, BOB = "sk-alice-open", "sk-bob-open"
+KEYS = f"alice:{ALICE},bob:{BOB}"
+CELLS = 512
+# A counting prompt at temperature 0 keeps the engine decoding for the whole max_tokens.
+COUNTING = ", ".join(str(i) for i in range(1, 61)) + ","
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
+    s = GatewayStack(redis_server, gateway_env={"TTC_GATEWAY_API_KEYS": KEYS})
+    try:
+        s.start_policy({"TTC_POLICY_N_CTX": str(CELLS), "TTC_POLICY_KV_CACHE_TOKENS": str(CELLS)})
+        s.start_worker(concurrency=2)
+        s.start_gateway()
+        yield s
+    finally:
+        s.stop()
+
+
+def extra_gateway(stack: GatewayStack, **settings: str) -> GatewayStack:
+    """Another gateway process on the same Redis, queue and policy, with its own settings."""
+    other = GatewayStack(
+        stack.redis,
+        queue=stack.queue,
+        policy_port=stack.policy_port,
+        policy_metrics_port=stack.policy_metrics_port,
+        gateway_env={"TTC_GATEWAY_API_KEYS": KEYS, **{f"TTC_GATEWAY_{k.upper()}": v for k, v in settings.items()}},
+    )
+    other.start_gateway()
+    return other
+
+
+def long_job(url: str, key: str = ALICE, max_tokens: int = 400) -> str:
+    """A background completion that keeps the engine decoding; returns its job id."""
+    body = {
+        "model": MODEL,
+        "prompt": COUNTING,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "reasoning_effort": "none",
+        "background": True,
+    }
+    reply = httpx.post(f"{url}/v1/completions", json=body, headers=auth(key), timeout=60)
+    assert reply.status_code == 202, reply.text
+    return str(reply.json()["id"])
+
+
+def job_status(url: str, job_id: str, key: str = ALICE) -> str:
+    return str(httpx.get(f"{url}/v1/jobs/{job_id}", headers=auth(key), timeout=10).json()["status"])
+
+
+def engine_decoding(stack: GatewayStack) -> bool:
+    return stack.policy_metric("ttc_requests_in_flight", service="policy", method="Generate") >= 1
+
+
+def wait_finished(url: str, job_id: str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    status = ""
+    while time.monotonic() < deadline:
+        status = job_status(url, job_id)
+        if status in ("succeeded", "failed", "cancelled"):
+            return status
+        time.sleep(0.2)
+    return status
+
+
+# ---------------------------------------------------------------------------- cancel while running
+
+
+def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
+    worker_metrics = f"http://127.0.0.1:{stack.worker_metrics_ports[0]}/metrics"
+    aborted = stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled")
+    cancelled_api = stack.gateway_metric("ttc_gateway_cancellations_total", cause="api")
+    worker_cancelled = stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total")
+    generated = stack.policy_metric("ttc_tokens_total", kind="generated")
+
+    job_id = long_job(stack.url, max_tokens=440)
+    stack.wait_for(lambda: job_status(stack.url, job_id) == "running", timeout=60, what="job running")
+    stack.wait_for(lambda: engine_decoding(stack), timeout=60, what="the policy decoding")
+    time.sleep(0.5)  # well into the decode
+    cancelled_at = time.monotonic()
+    reply = httpx.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth(ALICE), timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["status"] == "cancelled"
+
+    # The engine stops: its abort counter moves and no Generate is in flight, promptly.
+    stack.wait_for(
+        lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted,
+        timeout=15,
+        what="the policy's abort counter",
+    )
+    stack.wait_for(lambda: not engine_decoding(stack), timeout=15, what="the engine to go idle")
+    assert time.monotonic() - cancelled_at < 15
+    # It stopped short: far fewer than the 440 tokens asked for were generated.
+    assert stack.policy_metric("ttc_tokens_total", kind="generated") - generated < 440
+    assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="api") == cancelled_api + 1
+    stack.wait_for(
+        lambda: stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total") > worker_cancelled,
+        timeout=15,
+        what="the worker to count the cancellation",
+    )
+
+    # The client sees `cancelled`, now and later; the result is the cancellation error.
+    job = httpx.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth(ALICE), timeout=10).json()
+    assert job["status"] == "cancelled" and job["error"]["message"]
+    result = httpx.get(f"{stack.url}/v1/jobs/{job_id}/result", headers=auth(ALICE), timeout=10)
+    assert result.status_code >= 400 and "cancel" in result.text
+
+    # The engine is free: the next request is served at once.
+    started = time.monotonic()
+    quick = {"model": MODEL, "prompt": "1, 2, 3,", "max_tokens": 4, "reasoning_effort": "none"}
+    done = httpx.post(f"{stack.url}/v1/completions", json=quick, headers=auth(ALICE), timeout=120)
+    assert done.status_code == 200, done.text
+    assert time.monotonic() - started < 30
+
+
+# ------------------------------------------------------------------------------ token budget (TPM)
+
+
+def _fresh_window(margin: float = 15.0) -> None:
+    """Wait for a new one-minute window when the current one ends within ``margin`` seconds."""
+    left = 60 - time.time() % 60
+    if left < margin:
+        time.sleep(left + 0.5)
+
+
+def test_the_per_key_token_budget_answers_429_with_retry_after(stack: GatewayStack) -> None:
+    limited = extra_gateway(stack, token_limit_per_minute="60")
+    try:
+        _fresh_window()
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "Count: 1, 2, 3, 4, 5, 6, 7, 8"}],
+            "max_tokens": 40,
+            "temperature": 0,
+            "reasoning_effort": "none",
+        }
+        first = httpx.post(f"{limited.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=120)
+        assert first.status_code == 200, first.text
+        spent = first.json()["usage"]["total_tokens"]
+        assert spent >= 60, spent  # the chat template alone is ~30 prompt tokens
+
+        def refused() -> httpx.Response | None:
+            reply = httpx.post(f"{limited.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=120)
+            return reply if reply.status_code == 429 else None
+
+        # The usage is charged right after the reply; the next request finds the budget spent.
+        deadline = time.monotonic() + 10
+        reply = refused()
+        while reply is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            reply = refused()
+        assert reply is not None, "the token budget was not enforced"
+        error = reply.json()["error"]
+        assert error["code"] == "tokens_exceeded" and error["type"]
+        retry_after = int(reply.headers["Retry-After"])
+        assert 1 <= retry_after <= 61
+        assert retry_after >= 60 - time.time() % 60 - 1  # until the window rolls over
+
+        # Per key: bob still has his whole budget.
+        other = httpx.post(f"{limited.url}/v1/chat/completions", json=body, headers=auth(BOB), timeout=120)
+        assert other.status_code == 200, other.text
+    finally:
+        limited.stop()
+
+
+# ------------------------------------------------------------------------ KV-cache admission control
+
+
+def _fill_kv(stack: GatewayStack, gateways: list[GatewayStack], threshold: float) -> str:
+    """Start a long decode on the tiny cache and wait until every gateway polled a KV utilization
+    of at least ``threshold`` from the real engine; returns the job id."""
+    job_id = long_job(stack.url, max_tokens=CELLS - 200)
+    for g in gateways:
+        g.wait_for(
+            lambda g=g: g.gateway_metric("ttc_gateway_engine_kv_utilization") >= threshold,
+            timeout=60,
+            what=f"gateway {g.url} to see KV utilization >= {threshold}",
+        )
+    return job_id
+
+
+def test_high_kv_utilization_degrades_effort(stack: GatewayStack) -> None:
+    degrading = extra_gateway(stack, degrade_kv_utilization="0.25", shed_kv_utilization="1.0")
+    try:
+        assert degrading.gateway_metric("ttc_gateway_engine_kv_utilization") < 0.25  # idle engine
+        before = degrading.gateway_metric(
+            "ttc_gateway_effort_degradations_total", requested="medium", applied="low", signal="kv_utilization"
+        )
+        long_id = _fill_kv(stack, [degrading], 0.25)
+        body: dict[str, Any] = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "What is 2 + 2?"}],
+            "max_tokens": 8,
+            "reasoning_effort": "medium",
+        }
+        reply = httpx.post(f"{degrading.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=300)
+        assert reply.status_code == 200, reply.text
+        ttc = reply.json()["ttc"]
+        assert ttc["effort_requested"] == "medium" and ttc["effort_applied"] == "low"
+        assert ttc["degraded_by"] == ["kv_utilization"]
+        after = degrading.gateway_metric(
+            "ttc_gateway_effort_degradations_total", requested="medium", applied="low", signal="kv_utilization"
+        )
+        assert after == before + 1
+        assert wait_finished(stack.url, long_id) == "succeeded"
+        # Idle again: the same request keeps its effort.
+        degrading.wait_for(
+            lambda: degrading.gateway_metric("ttc_gateway_engine_kv_utilization") < 0.25, timeout=30, what="idle"
+        )
+        calm = httpx.post(f"{degrading.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=300)
+        assert calm.status_code == 200 and calm.json()["ttc"]["effort_applied"] == "medium"
+        assert not calm.json()["ttc"].get("degraded_by")
+    finally:
+        degrading.stop()
+
+
+def test_kv_utilization_sheds_with_429_and_retry_after(stack: GatewayStack) -> None:
+    shedding = extra_gateway(stack, degrade_kv_utilization="0.2", shed_kv_utilization="0.25", retry_after_s="4")
+    try:
+        shed_before = shedding.gateway_metric("ttc_gateway_shed_total", reason="kv_utilization")
+        queued_before = stack.queue_length()
+        long_id = _fill_kv(stack, [shedding], 0.25)
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        reply = httpx.post(f"{shedding.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=60)
+        assert reply.status_code == 429, reply.text
+        assert reply.headers["Retry-After"] == "4"
+        error = reply.json()["error"]
+        assert error["code"] == "overloaded" and "KV cache" in error["message"]
+        assert shedding.gateway_metric("ttc_gateway_shed_total", reason="kv_utilization") == shed_before + 1
+        assert stack.queue_length() <= queued_before  # nothing was enqueued for the refused request
+        assert wait_finished(stack.url, long_id) == "succeeded"
+    finally:
+        shedding.stop()
