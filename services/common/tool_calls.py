@@ -32,7 +32,6 @@ from services.common.json_constraint import SchemaError, canonical, parse_json_o
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
-_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"\A```(?:json)?\s*(.*?)\s*```\Z", re.DOTALL)
 
 
@@ -93,25 +92,39 @@ def _call_from(obj: Any) -> ToolCall | None:
     return ToolCall(id=new_call_id(), name=obj["name"], arguments=canonical(args))
 
 
-def _calls_in_block(body: str) -> list[ToolCall] | None:
-    """The call(s) in one ``<tool_call>`` block: one object, a list of them, or several
-    objects one per line. None when the block holds anything else."""
-    body = body.strip()
-    try:
-        value = json.loads(body)
-    except ValueError:
-        lines = [line for line in body.splitlines() if line.strip()]
-        if len(lines) < 2:
-            return None
+_DECODER = json.JSONDecoder()
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _block_at(text: str, start: int) -> tuple[list[ToolCall], int] | None:
+    """The call(s) of the ``<tool_call>`` block opening at ``start`` and where it ends: one
+    object, a list of them, or several objects in a row, then ``</tool_call>`` (or the end
+    of the text). JSON is decoded, not matched, so a string holding ``</tool_call>`` is fine.
+    None when the block holds anything else."""
+    i = _skip_space(text, start + len(OPEN))
+    values: list[Any] = []
+    while i < len(text) and text[i] in "{[":
         try:
-            value = [json.loads(line) for line in lines]
+            value, i = _DECODER.raw_decode(text, i)
         except ValueError:
             return None
-    items = value if isinstance(value, list) else [value]
-    calls = [_call_from(item) for item in items]
-    if not calls or any(c is None for c in calls):
+        values.extend(value if isinstance(value, list) else [value])
+        i = _skip_space(text, i)
+    if not values:
         return None
-    return [c for c in calls if c is not None]
+    if text.startswith(CLOSE, i):
+        i += len(CLOSE)
+    elif i != len(text):
+        return None
+    calls = [_call_from(v) for v in values]
+    if any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None], i
 
 
 def _bare_calls(text: str, names: Collection[str] | None) -> list[ToolCall] | None:
@@ -148,14 +161,16 @@ def parse_tool_calls(text: str, names: Collection[str] | None = None) -> tuple[s
     """
     calls: list[ToolCall] = []
     kept: list[str] = []
-    last = 0
-    for match in _BLOCK.finditer(text):
-        found = _calls_in_block(match.group(1))
-        if found is None:
+    last = pos = 0
+    while (start := text.find(OPEN, pos)) != -1:
+        block = _block_at(text, start)
+        if block is None:
+            pos = start + len(OPEN)
             continue
-        kept.append(text[last : match.start()])
-        last = match.end()
+        found, end = block
+        kept.append(text[last:start])
         calls.extend(found)
+        last = pos = end
     if calls:
         kept.append(text[last:])
         return "".join(kept).strip(), calls

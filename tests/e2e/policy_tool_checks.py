@@ -36,7 +36,7 @@ WEATHER = common_pb2.Tool(
     parameters_json=json.dumps(
         {
             "type": "object",
-            "properties": {"city": {"type": "string", "maxLength": 32}, "unit": {"type": "string", "enum": ["c", "f"]}},
+            "properties": {"city": {"type": "string", "maxLength": 24}, "unit": {"type": "string", "enum": ["c", "f"]}},
             "required": ["city", "unit"],
             "additionalProperties": False,
         }
@@ -48,7 +48,7 @@ TIME = common_pb2.Tool(
     parameters_json=json.dumps(
         {
             "type": "object",
-            "properties": {"timezone": {"type": "string", "maxLength": 32}},
+            "properties": {"timezone": {"type": "string", "maxLength": 24}},
             "required": ["timezone"],
             "additionalProperties": False,
         }
@@ -109,7 +109,7 @@ def _calls(c: policy_pb2.Candidate) -> list[ToolCall]:
 def check_required_tool(stub: policy_pb2_grpc.PolicyStub) -> None:
     """tool_choice "required": every candidate is exactly one call with valid arguments."""
     inp = policy_pb2.PromptInput(messages=[user(QUESTION)], tools=tools("required"))
-    reply = generate(stub, inp, n=3, temperature=1.0, max_tokens=64, base_seed=9, logprobs=True)
+    reply = generate(stub, inp, n=3, temperature=1.0, max_tokens=96, base_seed=9, logprobs=True)
     for c in reply.candidates:
         assert c.finish_reason == policy_pb2.FINISH_REASON_STOP, c.text
         assert c.text == "" and len(c.tool_calls) == 1, c
@@ -123,7 +123,7 @@ def check_required_tool(stub: policy_pb2_grpc.PolicyStub) -> None:
 def check_named_tool(stub: policy_pb2_grpc.PolicyStub) -> None:
     """A named tool_choice forces that tool even when the question asks for another."""
     inp = policy_pb2.PromptInput(messages=[user(QUESTION)], tools=tools("get_time"))
-    reply = generate(stub, inp, n=2, temperature=1.0, max_tokens=48, base_seed=4)
+    reply = generate(stub, inp, n=2, temperature=1.0, max_tokens=96, base_seed=4)
     for c in reply.candidates:
         assert [t.name for t in c.tool_calls] == ["get_time"], c
         assert valid_call(_calls(c)[0], [TIME])
@@ -159,7 +159,7 @@ def check_round_trip(stub: policy_pb2_grpc.PolicyStub, counts_tokens: bool = Tru
 def check_stream_holds_back_calls(stub: policy_pb2_grpc.PolicyStub) -> None:
     inp = policy_pb2.PromptInput(messages=[user(QUESTION)], tools=tools("required"))
     request = policy_pb2.GenerateRequest(
-        input=inp, sampling=policy_pb2.SamplingParams(n=2, temperature=1.0, max_tokens=64, base_seed=9)
+        input=inp, sampling=policy_pb2.SamplingParams(n=2, temperature=1.0, max_tokens=96, base_seed=9)
     )
     text = ["", ""]
     calls: dict[int, list[common_pb2.ToolCall]] = {}

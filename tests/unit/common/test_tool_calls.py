@@ -122,3 +122,13 @@ def test_stream_filter_passes_plain_text_and_releases_non_calls() -> None:
     assert stream(["a <tool_call> not json"]) == ("a <tool_call> not json", [])
     assert stream(['{"name": "f", ', '"arguments": {}}'], ["f"])[1][0].name == "f"
     assert stream(['{"x": ', "1}"], ["f"]) == ('{"x": 1}', [])
+
+
+def test_a_string_holding_the_close_tag_does_not_end_the_block() -> None:
+    text = '<tool_call>\n{"name": "f", "arguments": {"s": "a </tool_call> b"}}\n</tool_call> after'
+    content, calls = parse_tool_calls(text)
+    assert content == "after" and calls[0].arguments == '{"s":"a </tool_call> b"}'
+    rows = '<tool_call>\n{"name": "f", "arguments": {}}\n{"name": "g", "arguments": {}}\n</tool_call>'
+    assert [c.name for c in parse_tool_calls(rows)[1]] == ["f", "g"]
+    trailing = '<tool_call>{"name": "f", "arguments": {}} junk</tool_call>'
+    assert parse_tool_calls(trailing) == (trailing, [])
