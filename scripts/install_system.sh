@@ -2,7 +2,10 @@
 # Install the Debian packages the services and tests need, if any is missing:
 # redis-server (queues, events, traces), bubblewrap (sandbox isolation), prometheus
 # (promtool for alert rules), chromium (report and trace-viewer screenshot tests), and the
-# Debian python3 plus util-linux (prlimit, setpriv) that sandboxed programs run with.
+# Debian python3 plus util-linux (prlimit, setpriv) that sandboxed programs run with; podman
+# (its Docker-compatible API serves the sandbox's docker backend in the tests), runc (crun, podman's
+# default, refuses hosts with cgroup v1 and a v2 hierarchy holding controllers) and mmdebstrap
+# (builds the sandbox image from Debian packages: scripts/build_sandbox_image.sh).
 set -euo pipefail
 
 need=()
@@ -12,6 +15,9 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v prlimit >/dev/null && command -v setpriv >/dev/null || need+=(util-linux)
+command -v podman >/dev/null || need+=(podman containernetworking-plugins)
+command -v runc >/dev/null || need+=(runc)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 echo "installing system packages: ${need[*]}"
