@@ -107,7 +107,9 @@ def to_error(exc: BaseException) -> tuple[int, ErrorDetail, dict[str, str]]:
         for cls, status, kind in _SERVICE_STATUS:
             if isinstance(exc, cls):
                 code = exc.code.name.lower()
-                return status, ErrorDetail(message=exc.message, type=kind, param=exc.field or None, code=code), {}
+                # A policy that stopped answering (upstream.py) is back within seconds: say when to retry.
+                retry = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)} if isinstance(exc, Unavailable) else {}
+                return status, ErrorDetail(message=exc.message, type=kind, param=exc.field or None, code=code), retry
     if isinstance(exc, grpc.aio.AioRpcError | grpc.RpcError) and hasattr(exc, "code"):
         status_code = exc.code()
         status, kind, code = _GRPC_STATUS.get(status_code, (502, "server_error", "upstream_error"))
