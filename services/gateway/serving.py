@@ -34,7 +34,15 @@ from services.jobs.record import JobKind, JobRecord
 
 log = logging.getLogger(__name__)
 
-DISCONNECT_POLL_S = 0.25
+
+async def hung_up(http: Request) -> None:
+    """Return once the client hangs up: the server's ``receive`` blocks until ``http.disconnect``
+    once the body is read, so no polling. A ``receive`` that fails never reports a hang-up."""
+    try:
+        while (await http.receive())["type"] != "http.disconnect":
+            pass
+    except Exception:
+        await asyncio.Event().wait()
 
 
 class Serving:
@@ -81,7 +89,7 @@ class Serving:
                 stream = self._stream(plan, record, caller, endpoint, started)
                 return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             result = await self._wait(plan.job.job_id, http)
-            record = await self.dispatcher.record(plan.job.job_id) or record
+            record = await self._final_record(plan, result, record)
             self._observe(result, record, caller, time.perf_counter() - started, stream=False)
             raise_for_failure(result)
             body = response_of(result, record)
@@ -158,6 +166,15 @@ class Serving:
 
     # ------------------------------------------------------------ internals
 
+    async def _final_record(self, plan: Plan, result: orchestrator_pb2.SearchResult, record: JobRecord) -> JobRecord:
+        """The record to format the reply with: the one written at enqueue plus the worker's
+        start (``SearchResult.started_at``), or read back from Redis when the result lacks it
+        (a worker that predates the field, a failure before the search started)."""
+        if result.started_at:
+            enqueued = record.enqueued_at or plan.job.enqueued_at or None
+            return record.model_copy(update={"started_at": result.started_at, "enqueued_at": enqueued})
+        return await self.dispatcher.record(plan.job.job_id) or record
+
     async def _cancel(self, job_id: str, cause: str) -> None:
         """Record the cancellation as the job's one result (unless it has one), then stop the worker."""
         result = orchestrator_pb2.SearchResult(
@@ -180,14 +197,16 @@ class Serving:
             raise RuntimeError("event stream ended without a result")
 
         task = asyncio.create_task(until_result())
+        watcher = asyncio.create_task(hung_up(http))
         deadline = time.monotonic() + self.job_timeout_s + 5
         extended = False
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                if done:
+                timeout = max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait({task, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
                     return task.result()
-                if await http.is_disconnected():
+                if watcher in done:
                     await asyncio.shield(self._cancel(job_id, "disconnect"))
                     raise HTTPError(499, "client disconnected", code="client_closed")
                 if time.monotonic() > deadline:
@@ -208,6 +227,7 @@ class Serving:
                         )
                     raise HTTPError(504, f"job {job_id} timed out", type="server_error", code="deadline_exceeded")
         finally:
+            watcher.cancel()
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -245,7 +265,7 @@ class Serving:
                 elif which == "result":
                     finished = True
                     result = event.result
-                    record = await self.dispatcher.record(job_id) or record
+                    record = await self._final_record(plan, result, record)
                     self._observe(result, record, caller, time.perf_counter() - started, stream=True)
                     try:
                         raise_for_failure(result)

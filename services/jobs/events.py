@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
@@ -96,15 +97,24 @@ class JobEvents:
         result: orchestrator_pb2.SearchResult,
         status: JobStatus,
         before: Sequence[orchestrator_pb2.JobEvent] = (),
+        also: Callable[[Pipeline], None] | None = None,
     ) -> bool:
         """Record the job's one result; False when a result was already recorded (redelivery).
 
         Only the recorder publishes: ``before`` (e.g. the answer deltas), the status update and
         the result event go out in one pipeline after the SET NX succeeded, so a duplicate run
-        never adds events to the stream.
+        never adds events to the stream. ``also`` adds unconditional writes (the search trace)
+        to the SET NX's own round trip, in one transaction with it.
         """
         job_id = result.job_id
-        stored = await self.client.set(result_key(job_id), result.SerializeToString(), nx=True, ex=self.ttl_s)
+        payload = result.SerializeToString()
+        if also is None:
+            stored = await self.client.set(result_key(job_id), payload, nx=True, ex=self.ttl_s)
+        else:
+            async with self.client.pipeline(transaction=True) as first:
+                also(first)
+                first.set(result_key(job_id), payload, nx=True, ex=self.ttl_s)
+                stored = (await first.execute())[-1]
         if not stored:
             return False
         key = events_key(job_id)

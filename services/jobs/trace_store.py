@@ -12,6 +12,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from google.protobuf.json_format import MessageToDict
+from redis.asyncio.client import Pipeline
 
 from services.gen.ttc.v1 import orchestrator_pb2
 
@@ -36,14 +37,18 @@ class TraceStore:
         self.ttl_s = ttl_s
 
     async def save(self, trace: orchestrator_pb2.SearchTrace, owner: str = "") -> None:
-        doc = MessageToDict(trace, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(trace_key(trace.trace_id), json.dumps(doc), ex=self.ttl_s)
-            if owner:
-                pipe.set(owner_key(trace.trace_id), owner, ex=self.ttl_s)
-            else:
-                pipe.delete(owner_key(trace.trace_id))
+            self.queue_save(pipe, trace, owner)
             await pipe.execute()
+
+    def queue_save(self, pipe: Pipeline, trace: orchestrator_pb2.SearchTrace, owner: str = "") -> None:
+        """Add the trace's writes to ``pipe`` (a worker sends them with its result: one round trip)."""
+        doc = MessageToDict(trace, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+        pipe.set(trace_key(trace.trace_id), json.dumps(doc), ex=self.ttl_s)
+        if owner:
+            pipe.set(owner_key(trace.trace_id), owner, ex=self.ttl_s)
+        else:
+            pipe.delete(owner_key(trace.trace_id))
 
     async def load(self, trace_id: str) -> dict[str, Any] | None:
         raw = await self.client.get(trace_key(trace_id))

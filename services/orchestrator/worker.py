@@ -234,7 +234,7 @@ class JobRunner:
             keeper.cancel()
             self._running.pop(job_id, None)
         result.budget_used.wall_seconds = time.time() - started
-        await self.traces.save(search_trace, owner=job.owner)
+        result.started_at = started
         used = result.budget_used
         set_genai_attributes(
             trace.get_current_span(),
@@ -245,7 +245,13 @@ class JobRunner:
         if result.answer and not streamed:
             answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
-        recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED, answer)
+        # The trace goes out in the SET NX's round trip (saved by every run, as before).
+        recorded = await self.events.record_result(
+            result,
+            ev.FAILED if failed else ev.SUCCEEDED,
+            answer,
+            also=lambda pipe: self.traces.queue_save(pipe, search_trace, owner=job.owner),
+        )
         outcome = ("error" if failed else "ok") if recorded else "duplicate"
         self.metrics.jobs.labels(job.strategy.name, outcome).inc()
         self.metrics.duration.labels(job.strategy.name).observe(time.time() - started)
