@@ -31,8 +31,14 @@ class PolicySettings(BaseSettings):
     kv_cache_tokens: int = Field(
         16384,
         ge=64,
-        description="llama.cpp: KV-cache cells shared by all candidates of a request (unified cache). "
-        "Candidates beyond what fits run in waves.",
+        description="llama.cpp: KV-cache cells shared by every request in flight (unified cache). A request "
+        "waits until its prompt and first candidate fit; candidates beyond what fits run in waves.",
+    )
+    parallel_requests: int = Field(
+        16,
+        ge=1,
+        description="llama.cpp: requests decoded together by the continuous-batching loop (the others wait); "
+        "1 serializes them (one request at a time).",
     )
     n_threads: int = Field(0, ge=0, description="llama.cpp: CPU threads for decoding; 0 uses all cores.")
     n_batch: int = Field(512, ge=8, description="llama.cpp: tokens per llama_decode call when evaluating a prompt.")

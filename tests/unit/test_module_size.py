@@ -11,9 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 400
 # path -> why it may be longer, for now.
-EXCEPTIONS: dict[str, str] = {
-    "services/policy/engines/llamacpp.py": "the throughput issue rewrites the llama.cpp engine; it is split then",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def oversized(root: Path = ROOT) -> list[str]:

@@ -1,0 +1,346 @@
+"""The requests the llama.cpp batch loop serves: a generation (n candidates of one prompt) and
+a scoring (log-probabilities of continuations after one prompt).
+
+Each request first feeds its prompt onto its own sequence (after copying the longest prefix
+some other sequence already holds) in chunks; its last prompt token always goes in a later
+batch than the rest of its prompt, so its logits (every candidate's first draw) do not depend
+on how much of the prompt was cached. A generation then copies the prompt's cells into one
+sequence per candidate and advances every live candidate one token per batch, candidates that
+do not fit in the cache at once following in waves. A scoring feeds its continuations one
+after another on a copy of the prompt, with logits at every position.
+
+These objects run only on the loop's thread; ``host`` is the loop (llama.cpp calls, slots).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from services.policy.engines.base import (
+    Completion,
+    ContinuationScore,
+    FinishReason,
+    Generation,
+    Sampling,
+    StreamDelta,
+    TokenLogprob,
+)
+from services.policy.engines.llamacpp_sampling import Logits, StopScanner, log_softmax
+from services.policy.engines.llamacpp_slots import wave_cap
+
+if TYPE_CHECKING:
+    from services.policy.engines.llamacpp_batch import BatchLoop
+
+Emit = Callable[[StreamDelta], None]
+#: a decode batch entry: (token, position, sequence, want logits)
+Entry = tuple[int, int, int, bool]
+
+
+class Vocab(Protocol):
+    """What the loop needs from the engine's model: token text, log-probability records and
+    end-of-generation tokens."""
+
+    def piece(self, token: int) -> bytes: ...
+
+    def token_logprob(self, lp: npt.NDArray[np.float64], token: int, top: int) -> TokenLogprob: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+
+class Sampler(Protocol):
+    """One candidate's sampler (its seeded chain and any grammar), owned by the candidate."""
+
+    def sample(self, ctx: Any, idx: int) -> int: ...
+
+    def free(self) -> None: ...
+
+
+@dataclass
+class Candidate:
+    index: int
+    seed: int
+    scanner: StopScanner
+    sampler: Sampler | None = None
+    seq: int = -1
+    #: last sampled token, and its entry in the last decoded batch
+    token: int = -1
+    out: int = -1
+    n_tokens: int = 0
+    finish: FinishReason | None = None
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+
+class Task:
+    """One request in the loop: its prompt on sequence ``seq``, a cancel flag, and the future
+    the caller awaits (resolved on the caller's event loop)."""
+
+    #: KV cells reserved at admission beyond the prompt's
+    first_cells = 0
+
+    def __init__(self, tokens: list[int], loop: asyncio.AbstractEventLoop) -> None:
+        self.tokens = tokens
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.cancel = threading.Event()
+        self.seq = -1
+        #: a second sequence id reserved at admission with ``first_cells`` (-1 once used)
+        self.spare_seq = -1
+        self.fed = 0
+        self.cached = 0
+        #: batch index of the prompt's last token in the last decode, -1 when not there
+        self.prompt_out = -1
+        self.prompt_logits: Logits | None = None
+        self.done = False
+
+    @property
+    def n_prompt(self) -> int:
+        return len(self.tokens)
+
+    def feed(self, host: BatchLoop, entries: list[Entry], budget: int) -> int:
+        """Add up to ``budget`` prompt tokens to the batch; returns how many were added."""
+        last = self.n_prompt - 1
+        if self.fed < last:
+            end = min(self.fed + budget, last)
+            entries.extend((self.tokens[p], p, self.seq, False) for p in range(self.fed, end))
+            added, self.fed = end - self.fed, end
+            return added
+        if self.fed == last and budget > 0:
+            self.prompt_out = len(entries)
+            entries.append((self.tokens[last], last, self.seq, True))
+            self.fed = self.n_prompt
+            return 1
+        return 0
+
+    @property
+    def prefilling(self) -> bool:
+        return self.fed < self.n_prompt
+
+    def resolve(self, result: Any) -> None:
+        """Hand ``result`` (or an exception) to the caller's event loop."""
+        self.done = True
+
+        def settle() -> None:
+            if self.future.done():
+                return
+            if isinstance(result, BaseException):
+                self.future.set_exception(result)
+            else:
+                self.future.set_result(result)
+
+        self.loop.call_soon_threadsafe(settle)
+
+    # overridden
+    def collect(self, host: BatchLoop) -> None:
+        """Read what the last decode produced for this request (before the next decode)."""
+
+    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+        """Add this request's decode tokens to the next batch; finish it when it is done."""
+
+    def abort(self, host: BatchLoop) -> None:
+        """Stop: free the request's sequences and resolve it as aborted."""
+
+    def used_cells(self) -> int:
+        return self.fed
+
+
+class GenTask(Task):
+    """``sampling.n`` candidates of one prompt; ``new_sampler(seed)`` builds a candidate's
+    sampler (freed here)."""
+
+    def __init__(
+        self,
+        tokens: list[int],
+        sampling: Sampling,
+        new_sampler: Callable[[int], Sampler],
+        loop: asyncio.AbstractEventLoop,
+        emit: Emit | None = None,
+    ) -> None:
+        super().__init__(tokens, loop)
+        self.sampling = sampling
+        self.new_sampler = new_sampler
+        self.emit = emit
+        self.first_cells = sampling.max_tokens  # the first candidate's cells
+        self.cands = [Candidate(i, seed, StopScanner(sampling.stop)) for i, seed in enumerate(sampling.seeds)]
+        self.pending: deque[Candidate] = deque()
+        self.active: list[Candidate] = []
+        self.prompt_lp: npt.NDArray[np.float64] | None = None
+        self.decoding = False
+
+    def collect(self, host: BatchLoop) -> None:
+        if self.prompt_out < 0:
+            return
+        # every candidate's first token comes from the one prompt evaluation: draw them all
+        # now, while its logits are still the context's latest output
+        idx, self.prompt_out = self.prompt_out, -1
+        self.prompt_logits = host.logits(idx).copy()
+        self.prompt_lp = log_softmax(self.prompt_logits) if self.sampling.logprobs else None
+        for c in self.cands:
+            c.sampler = self.new_sampler(c.seed)
+            c.token = c.sampler.sample(host.ctx, idx)
+        self.pending.extend(self.cands)
+        self.decoding = True
+
+    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+        if not self.decoding:
+            return
+        s = self.sampling
+        cap = wave_cap(host.kv_cells, self.n_prompt, s.max_tokens, s.n, host.n_seqs - 1)
+        while self.pending and len(self.active) < cap:
+            if self.spare_seq >= 0:
+                seq, self.spare_seq = self.spare_seq, -1
+            else:
+                got = host.reserve(s.max_tokens, 1, force=host.alone(self))
+                if got is None:
+                    break
+                seq = got[0]
+            c = self.pending.popleft()
+            c.seq = seq
+            host.seq_cp(self.seq, c.seq)
+            self.active.append(c)
+        stepping: list[Candidate] = []
+        for c in self.active:
+            if c.n_tokens > 0 and c.sampler is not None:  # the first token came from the prompt's logits
+                c.token = c.sampler.sample(host.ctx, c.out)
+            lp = self.prompt_lp if c.n_tokens == 0 else None
+            if s.logprobs and lp is None:
+                lp = log_softmax(host.logits(c.out))
+            self._step(c, lp, host.vocab)
+            if c.finish is None:
+                c.out = len(entries)
+                entries.append((c.token, self.n_prompt + c.n_tokens - 1, c.seq, True))
+                stepping.append(c)
+            else:
+                self._free(host, c)
+        self.active = stepping
+        if not self.pending and not self.active:
+            self._finish(host)
+
+    def _free(self, host: BatchLoop, c: Candidate) -> None:
+        host.seq_rm(c.seq)
+        host.slots.release(self.sampling.max_tokens, c.seq)
+        c.seq = -1
+
+    def _step(self, c: Candidate, lp: npt.NDArray[np.float64] | None, vocab: Vocab) -> None:
+        """Take candidate ``c``'s sampled token: text, log-probability, finish reason."""
+        token = c.token
+        c.n_tokens += 1
+        if lp is not None:
+            c.logprobs.append(vocab.token_logprob(lp, token, self.sampling.top_logprobs))
+        if vocab.is_eog(token):
+            c.finish = "stop"
+            c.scanner.finish()
+        elif c.scanner.feed(vocab.piece(token)):
+            c.finish = "stop"
+        elif c.n_tokens >= self.sampling.max_tokens:
+            c.finish = "length"
+            c.scanner.finish()
+        if self.emit is not None:
+            text = c.scanner.pending(final=c.finish is not None)
+            if text or c.finish is not None:
+                self.emit(StreamDelta(c.index, text, c.finish, c.n_tokens))
+
+    def _finish(self, host: BatchLoop) -> None:
+        for c in self.cands:
+            if c.sampler is not None:
+                c.sampler.free()
+                c.sampler = None
+            if c.finish is None:
+                c.finish = "abort"
+                c.scanner.finish()
+                if self.emit is not None:
+                    self.emit(StreamDelta(c.index, c.scanner.pending(final=True), "abort", c.n_tokens))
+        completions = [
+            Completion(c.index, c.scanner.text, c.finish or "abort", c.n_tokens, c.seed, c.logprobs) for c in self.cands
+        ]
+        host.retire(self)
+        self.resolve(Generation(completions=completions, prompt_tokens=self.n_prompt, cached_tokens=self.cached))
+
+    def abort(self, host: BatchLoop) -> None:
+        for c in self.active:
+            self._free(host, c)
+        self.active = []
+        self.pending.clear()
+        if self.spare_seq >= 0:
+            host.slots.release(self.sampling.max_tokens, self.spare_seq)
+            self.spare_seq = -1
+        self._finish(host)
+
+    def used_cells(self) -> int:
+        return self.fed + sum(c.n_tokens for c in self.active)
+
+
+class ScoreTask(Task):
+    """Log-probabilities of each continuation's tokens after the prompt."""
+
+    def __init__(self, tokens: list[int], conts: list[list[int]], top: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(tokens, loop)
+        self.conts = conts
+        self.top = top
+        self.first_cells = max(len(c) for c in conts)  # continuations run one at a time
+        self.scores: list[ContinuationScore] = []
+        self.cfed = 0
+        self.prev: Logits | None = None
+        self.out: list[TokenLogprob] = []
+        #: (batch index, token) of this continuation's entries in the last decode
+        self.outs: list[tuple[int, int]] = []
+
+    def collect(self, host: BatchLoop) -> None:
+        if self.prompt_out >= 0:
+            self.prompt_logits = host.logits(self.prompt_out).copy()
+            self.prompt_out = -1
+        if not self.outs:
+            return
+        prev = self.prev if self.prev is not None else self.prompt_logits
+        assert prev is not None
+        for i, token in self.outs:
+            self.out.append(host.vocab.token_logprob(log_softmax(prev), token, self.top))
+            prev = host.logits(i)
+        self.prev = prev.copy()
+        self.outs = []
+        if self.cfed == len(self.conts[len(self.scores)]):
+            self.scores.append(ContinuationScore(tokens=self.out))
+            self.out, self.prev, self.cfed = [], None, 0
+            host.seq_rm(self.spare_seq)
+
+    def feed(self, host: BatchLoop, entries: list[Entry], budget: int) -> int:
+        if self.prefilling:
+            return super().feed(host, entries, budget)
+        if self.prompt_logits is None or self.outs or len(self.scores) == len(self.conts) or budget <= 0:
+            return 0
+        cont = self.conts[len(self.scores)]
+        if self.cfed == 0:
+            host.seq_cp(self.seq, self.spare_seq)
+        end = min(self.cfed + budget, len(cont))
+        for p in range(self.cfed, end):
+            self.outs.append((len(entries), cont[p]))
+            entries.append((cont[p], self.n_prompt + p, self.spare_seq, True))
+        added, self.cfed = end - self.cfed, end
+        return added
+
+    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+        if len(self.scores) == len(self.conts):
+            self._release(host)
+            host.retire(self)
+            self.resolve(self.scores)
+
+    def _release(self, host: BatchLoop) -> None:
+        if self.spare_seq >= 0:
+            host.seq_rm(self.spare_seq)
+            host.slots.release(self.first_cells, self.spare_seq)
+            self.spare_seq = -1
+
+    def abort(self, host: BatchLoop) -> None:
+        self._release(host)
+        host.retire(self)
+        self.resolve(self.scores)
+
+    def used_cells(self) -> int:
+        return self.fed + self.cfed
