@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from services.common.errors import InvalidArgument
 from services.common.json_constraint import SchemaError, check_metaschema, check_schema
 from services.gateway.protocol import (
+    AnyMessage,
+    AssistantMessageParam,
     ChatCompletionRequest,
-    ChatMessage,
     CompletionRequest,
     JsonObjectFormat,
     JsonSchemaFormat,
     NamedToolChoice,
+    ToolMessage,
     tool_choice_name,
 )
 from services.gen.ttc.v1 import common_pb2
@@ -73,7 +75,7 @@ def _prompt(req: CompletionRequest) -> str:
     return prompts[0]
 
 
-def _messages(messages: list[ChatMessage]) -> list[common_pb2.ChatMessage]:
+def _messages(messages: list[AnyMessage]) -> list[common_pb2.ChatMessage]:
     """The turns as protos; a tool turn must answer a call an earlier assistant turn made."""
     calls: dict[str, str] = {}  # call id -> function name
     out = []
@@ -81,7 +83,7 @@ def _messages(messages: list[ChatMessage]) -> list[common_pb2.ChatMessage]:
         turn = common_pb2.ChatMessage(role="system" if m.role == "developer" else m.role, content=m.text())
         if m.name:
             turn.name = m.name
-        for j, call in enumerate(m.tool_calls or []):
+        for j, call in enumerate((m.tool_calls or []) if isinstance(m, AssistantMessageParam) else []):
             if call.id in calls:
                 raise InvalidArgument(
                     f"tool call id {call.id!r} is used twice", field=f"messages[{i}].tool_calls[{j}].id"
@@ -90,8 +92,7 @@ def _messages(messages: list[ChatMessage]) -> list[common_pb2.ChatMessage]:
             turn.tool_calls.append(
                 common_pb2.ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
             )
-        if m.role == "tool":
-            assert m.tool_call_id is not None  # the protocol requires it on tool turns
+        if isinstance(m, ToolMessage):
             if m.tool_call_id not in calls:
                 raise InvalidArgument(
                     f"tool message answers tool_call_id {m.tool_call_id!r}, but no earlier assistant message made "

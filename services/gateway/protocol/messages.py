@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag
 
 from services.gateway.protocol.common import Strict
 
@@ -48,33 +48,9 @@ class MessageToolCall(Strict):
     function: FunctionCallBody
 
 
-class AudioRef(Strict):
-    id: str
-
-
-class ChatMessage(Strict):
-    """One turn: system/developer/user text, an assistant turn (text and/or tool calls) or a
-    ``tool`` turn answering one call by ``tool_call_id``."""
-
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+class _Turn(Strict):
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[MessageToolCall] | None = Field(None, description="Assistant turns: the calls it made.")
-    tool_call_id: str | None = Field(None, description="Tool turns: the id of the call this message answers.")
-    refusal: str | None = Field(None, description="Assistant turns: a refusal (shown to the model as text).")
-    audio: AudioRef | None = Field(None, description="Accepted for compatibility; must be null (no audio here).")
-
-    @model_validator(mode="after")
-    def _role_fields(self) -> ChatMessage:
-        if self.tool_calls is not None and self.role != "assistant":
-            raise ValueError("tool_calls is only allowed on assistant messages")
-        if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool message needs the tool_call_id of the call it answers")
-        if self.tool_call_id is not None and self.role != "tool":
-            raise ValueError("tool_call_id is only allowed on tool messages")
-        if self.audio is not None:
-            raise ValueError("audio is not supported: this server generates text only")
-        return self
 
     def text(self) -> str:
         """The message's text, with content parts joined (a refusal reads as its text)."""
@@ -83,9 +59,60 @@ class ChatMessage(Strict):
             parts.append(self.content)
         elif self.content is not None:
             parts.extend(p.text if isinstance(p, TextPart) else p.refusal for p in self.content)
-        if self.refusal:
-            parts.append(self.refusal)
+        refusal = getattr(self, "refusal", None)
+        if refusal:
+            parts.append(refusal)
         return "".join(parts)
+
+
+class SystemMessage(_Turn):
+    role: Literal["system"]
+
+
+class DeveloperMessage(_Turn):
+    role: Literal["developer"]
+
+
+class UserMessage(_Turn):
+    role: Literal["user"]
+
+
+class AssistantMessageParam(_Turn):
+    """An earlier assistant turn: its text and/or the tool calls it made."""
+
+    role: Literal["assistant"]
+    tool_calls: list[MessageToolCall] | None = Field(None, description="The calls it made.")
+    refusal: str | None = Field(None, description="A refusal (shown to the model as text).")
+    audio: None = Field(None, description="Accepted for compatibility; must be null (no audio here).")
+
+
+class ToolMessage(_Turn):
+    """A tool's result, answering the call ``tool_call_id`` an earlier assistant turn made."""
+
+    role: Literal["tool"]
+    tool_call_id: str = Field(..., min_length=1)
+
+
+def _role_of(value: Any) -> str | None:
+    role = value.get("role") if isinstance(value, dict) else getattr(value, "role", None)
+    return f"message[{role}]" if isinstance(role, str) else None
+
+
+# One turn, by role (the schema OpenAI publishes): the tag names ``message[<role>]`` so error
+# paths read ``messages.3.tool_call_id`` (errors.py drops such union tags).
+ChatMessage = Annotated[
+    Annotated[SystemMessage, Tag("message[system]")]
+    | Annotated[DeveloperMessage, Tag("message[developer]")]
+    | Annotated[UserMessage, Tag("message[user]")]
+    | Annotated[AssistantMessageParam, Tag("message[assistant]")]
+    | Annotated[ToolMessage, Tag("message[tool]")],
+    Discriminator(
+        _role_of,
+        custom_error_type="invalid_role",
+        custom_error_message="role must be one of system, developer, user, assistant, tool",
+    ),
+]
+AnyMessage = SystemMessage | DeveloperMessage | UserMessage | AssistantMessageParam | ToolMessage
 
 
 class FunctionDefinition(Strict):

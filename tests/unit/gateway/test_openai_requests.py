@@ -97,7 +97,10 @@ BAD = [
         },
         "messages[2].tool_call_id",
     ),
-    ({"messages": [{"role": "tool", "content": "18C"}]}, "messages.0"),
+    ({"messages": [{"role": "tool", "content": "18C"}]}, "messages.0.tool_call_id"),
+    ({"messages": [{"role": "user", "content": "hi", "tool_calls": [CALL]}]}, "messages.0.tool_calls"),
+    ({"messages": [{"role": "user", "content": "hi", "tool_call_id": "call_1"}]}, "messages.0.tool_call_id"),
+    ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0"),
     (
         {"response_format": {"type": "json_schema", "json_schema": NOT_STRING}},
         "response_format.json_schema.schema",
