@@ -74,9 +74,13 @@ class Serving:
         effort, strategy = "unknown", "unknown"
         try:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            plan, record = await self.submit(
-                req, caller, lambda plan: plan.record(kind, caller, include_usage, req.background)
-            )
+
+            def record_of(plan: Plan) -> JobRecord:
+                # A waiting request reads only the result: no progress events to publish.
+                plan.job.quiet = not req.stream and not req.background
+                return plan.record(kind, caller, include_usage, req.background)
+
+            plan, record = await self.submit(req, caller, record_of)
             effort, strategy = plan.effort_applied, plan.job.strategy.name
             if req.background:
                 self.metrics.requests.labels(endpoint, effort, strategy, "202").inc()

@@ -153,10 +153,12 @@ class JobEvents:
         return bool(await self.client.exists(cancel_key(job_id)))
 
     async def follow(
-        self, job_id: str, last_id: str = "0-0", block_ms: int = 1000, until: float | None = None
+        self, job_id: str, last_id: str = "0-0", block_ms: int = 2000, until: float | None = None
     ) -> AsyncIterator[tuple[str, orchestrator_pb2.JobEvent]]:
         """Yield ``(stream id, event)`` from ``last_id`` on, until the result event; blocks between
-        events. Stops without a result once ``time.monotonic()`` passes ``until``."""
+        events (each wait costs a round trip and a result-key check when it times out, so it is
+        long: a result whose event never reached the stream is found within ``block_ms``).
+        Stops without a result once ``time.monotonic()`` passes ``until``."""
         key = events_key(job_id)
         while True:
             if until is not None and time.monotonic() > until:

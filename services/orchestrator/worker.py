@@ -191,6 +191,8 @@ class JobRunner:
 
         async def on_progress(progress: orchestrator_pb2.Progress) -> None:
             nonlocal sequence
+            if job.quiet:  # nobody reads progress: a round trip and a wake-up saved
+                return
             sequence += 1
             await self.events.publish(
                 job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, progress=progress)
