@@ -139,6 +139,14 @@ def test_gateway_restart_keeps_background_results(stack: GatewayStack) -> None:
         assert result.json()["usage"]["completion_tokens"] >= 1
 
 
+def _engine_in_flight(stack: GatewayStack) -> float:
+    """Policy calls in flight; a streamed answer generates through GenerateStream."""
+    return sum(
+        stack.policy_metric("ttc_requests_in_flight", service="policy", method=method)
+        for method in ("Generate", "GenerateStream")
+    )
+
+
 def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack) -> None:
     if not any(w.proc is not None and w.proc.poll() is None for w in stack.workers):
         stack.start_worker()
@@ -159,11 +167,7 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
         assert first.startswith("data: ")
         job_id = json.loads(first.removeprefix("data: "))["id"].split("-", 1)[1]
         _wait_running(stack, job_id)
-        stack.wait_for(
-            lambda: stack.policy_metric("ttc_requests_in_flight", service="policy", method="Generate") >= 1,
-            timeout=60,
-            what="engine request in flight",
-        )
+        stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
     # The client hung up: the job is cancelled and the engine request aborted.
     stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
     stack.wait_for(
@@ -171,7 +175,7 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
         timeout=30,
         what="engine abort",
     )
-    assert stack.policy_metric("ttc_requests_in_flight", service="policy", method="Generate") == 0
+    assert _engine_in_flight(stack) == 0
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="disconnect") >= 1
     assert _result_events(stack, job_id) == 1
 
