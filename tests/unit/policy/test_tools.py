@@ -15,6 +15,7 @@ from services.policy.engines.base import (
     Generation,
     Message,
     Prompt,
+    Sampling,
     StreamDelta,
     ToolDef,
     ToolSpec,
@@ -177,3 +178,23 @@ def test_parsed_output() -> None:
     filt = StreamToolCalls(Prompt(messages=HISTORY[:1], tools=SPEC))
     out = [filt(StreamDelta(0, text[:15])), filt(StreamDelta(0, text[15:], "stop", 20))]
     assert "".join(d.text for d in out) == "" and out[-1].tool_calls[0].name == "get_weather"
+
+
+def test_vllm_structured_outputs_per_request() -> None:
+    pytest.importorskip("vllm")
+    from services.policy.engines.vllm_engine import VllmEngine
+
+    ask = (Message("user", "Weather?"),)
+    free = Sampling(n=1, seeds=(1,), max_tokens=8)
+    assert VllmEngine.structured_outputs(Prompt(messages=ask), free) is None
+    schema = VllmEngine.structured_outputs(
+        Prompt(messages=ask), Sampling(n=1, seeds=(1,), max_tokens=8, constraint=Constraint("json_schema", PARAMS))
+    )
+    assert schema.grammar.startswith("root ::= answer")
+    forced = VllmEngine.structured_outputs(Prompt(messages=ask, tools=ToolSpec(SPEC.tools, "required")), free)
+    assert forced.grammar.startswith('root ::= "<tool_call>')
+    auto = VllmEngine.structured_outputs(Prompt(messages=ask, tools=SPEC), free)
+    tag = json.loads(auto.structural_tag)
+    assert tag["triggers"] == ["<tool_call>"]
+    assert tag["structures"][0]["begin"] == '<tool_call>\n{"name": "get_weather", "arguments": '
+    assert tag["structures"][0]["schema"] == json.loads(PARAMS)
