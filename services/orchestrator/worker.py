@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import grpc
 from celery import Celery, Task
 from opentelemetry import trace
+from redis.asyncio.client import Pipeline
 
 from services.common.errors import ServiceError
 from services.common.grpc_client import insecure_channel
@@ -58,6 +59,7 @@ class JobRunner:
         self._thread = threading.Thread(target=self.loop.run_forever, name="ttc-jobs", daemon=True)
         self._thread.start()
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self._released: set[str] = set()  # jobs whose lease went out with their result
         self._ready = self.submit(self._connect())
         self.tracer = trace.get_tracer("ttc.orchestrator")
 
@@ -154,7 +156,10 @@ class JobRunner:
                 return "cancelled"
             return await self._run_leased(job)
         finally:
-            await self.redis.delete(lease)
+            if job_id in self._released:
+                self._released.discard(job_id)
+            else:
+                await self.redis.delete(lease)
 
     async def _run_leased(self, job: orchestrator_pb2.SearchJob) -> str:
         job_id = job.job_id
@@ -247,13 +252,14 @@ class JobRunner:
         if result.answer and not streamed:
             answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
-        # The trace goes out in the SET NX's round trip (saved by every run, as before).
-        recorded = await self.events.record_result(
-            result,
-            ev.FAILED if failed else ev.SUCCEEDED,
-            answer,
-            also=lambda pipe: self.traces.queue_save(pipe, search_trace, owner=job.owner),
-        )
+
+        def also(pipe: Pipeline) -> None:
+            """The trace (saved by every run, as before) and the lease's release ride the SET NX's trip."""
+            self.traces.queue_save(pipe, search_trace, owner=job.owner)
+            pipe.delete(ev.lease_key(job_id))
+
+        recorded = await self.events.record_result(result, ev.FAILED if failed else ev.SUCCEEDED, answer, also=also)
+        self._released.add(job_id)
         outcome = ("error" if failed else "ok") if recorded else "duplicate"
         self.metrics.jobs.labels(job.strategy.name, outcome).inc()
         self.metrics.duration.labels(job.strategy.name).observe(time.time() - started)
