@@ -240,6 +240,27 @@ def test_jobs_are_readable_and_cancellable_only_by_their_key_or_an_admin(observe
     assert result.status_code == 200 and result.json()["choices"]
 
 
+def test_stored_responses_are_readable_only_by_their_key_or_an_admin(observed: Observed) -> None:
+    url = observed.stack.url
+    request = {"model": MODEL, "input": "Say hi.", "max_output_tokens": 8, "store": True, "background": True}
+    created = httpx.post(f"{url}/v1/responses", json=request, headers=auth(ALICE), timeout=60)
+    assert created.status_code == 200, created.text
+    response_id = created.json()["id"]
+    deadline = time.monotonic() + 120
+    status = ""
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{url}/v1/responses/{response_id}", headers=auth(ALICE), timeout=30).json()["status"]
+        if status not in ("queued", "in_progress"):
+            break
+        time.sleep(0.3)
+    assert status in ("completed", "incomplete")  # finished (incomplete: it hit max_output_tokens)
+    assert httpx.get(f"{url}/v1/responses/{response_id}", headers=auth(BOB), timeout=30).status_code == 404
+    assert httpx.delete(f"{url}/v1/responses/{response_id}", headers=auth(BOB), timeout=30).status_code == 404
+    admin = httpx.get(f"{url}/v1/responses/{response_id}", headers=auth(OPS), timeout=30)
+    assert admin.status_code == 200 and admin.json()["status"] == status
+    assert httpx.get(f"{url}/v1/responses/{response_id}", headers=auth(ALICE), timeout=30).status_code == 200
+
+
 # --------------------------------------------------------------------------------------- the viewer
 
 
