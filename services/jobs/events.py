@@ -77,12 +77,38 @@ def decode_result(raw: bytes | None) -> orchestrator_pb2.SearchResult | None:
     return result
 
 
+# A worker's start of a delivered job, in one round trip: is there a result already, is the job
+# cancelled, can it take the lease - and, only when it may run, the record's ``running`` fields.
+_START = """
+local has_result = redis.call('EXISTS', KEYS[1])
+local cancelled = redis.call('EXISTS', KEYS[2])
+local leased = redis.call('SET', KEYS[3], ARGV[1], 'NX', 'EX', ARGV[2])
+if leased and has_result == 0 and cancelled == 0 then
+  redis.call('HSET', KEYS[4], unpack(ARGV, 4))
+  redis.call('EXPIRE', KEYS[4], ARGV[3])
+end
+return {has_result, cancelled, leased and 1 or 0}
+"""
+
+
 class JobEvents:
     """Publishing side (worker) and reading side (gateway) of one job's Redis records."""
 
     def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
         self.client = client
         self.ttl_s = ttl_s
+        self._start = client.register_script(_START)
+
+    async def start(self, job_id: str, worker: str, lease_ttl_s: int, started_at: float) -> tuple[bool, bool, bool]:
+        """``(has a result, cancelled, leased)`` for a delivered job; when it has no result, is not
+        cancelled and the lease was taken, its record is ``running`` (``started_at``, ``worker``)."""
+        mapping = status_fields(RUNNING, started_at=started_at, worker=worker)
+        keys = [result_key(job_id), cancel_key(job_id), lease_key(job_id), job_key(job_id)]
+        args: list[str | int] = [worker, lease_ttl_s, self.ttl_s]
+        for name, value in mapping.items():
+            args += [name, value]
+        has_result, cancelled, leased = await self._start(keys=keys, args=args)
+        return bool(has_result), bool(cancelled), bool(leased)
 
     async def publish(self, job_id: str, event: orchestrator_pb2.JobEvent) -> None:
         """Append an event to the job's stream (and keep the stream's TTL alive)."""

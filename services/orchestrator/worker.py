@@ -137,11 +137,11 @@ class JobRunner:
         job_id = job.job_id
         lease = ev.lease_key(job_id)
         # One round trip: is there a result already, is the job cancelled, can we take the lease?
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(ev.result_key(job_id))
-            pipe.exists(ev.cancel_key(job_id))
-            pipe.set(lease, self.worker_id, nx=True, ex=self.settings.lease_ttl_s)
-            has_result, cancelled, leased = await pipe.execute()
+        # If it may run, the same script marks its record running.
+        started = time.time()
+        has_result, cancelled, leased = await self.events.start(
+            job_id, self.worker_id, self.settings.lease_ttl_s, started
+        )
         if has_result:
             if leased:
                 await self.redis.delete(lease)
@@ -154,19 +154,18 @@ class JobRunner:
             if cancelled:
                 await self._record_cancelled(job)
                 return "cancelled"
-            return await self._run_leased(job)
+            return await self._run_leased(job, started)
         finally:
             if job_id in self._released:
                 self._released.discard(job_id)
             else:
                 await self.redis.delete(lease)
 
-    async def _run_leased(self, job: orchestrator_pb2.SearchJob) -> str:
+    async def _run_leased(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
+        """Run a leased job whose record ``start`` marked running at ``started``."""
         job_id = job.job_id
-        started = time.time()
         if job.enqueued_at:
             self.metrics.queue_wait.observe(max(0.0, started - job.enqueued_at))
-        await self.events.set_status(job_id, ev.RUNNING, started_at=started, worker=self.worker_id)
         token = request_id_var.set(job_id[:16])
         self.metrics.running.inc()
         try:

@@ -166,3 +166,39 @@ def test_a_hang_up_is_seen_from_receive_without_polling() -> None:
             await asyncio.wait_for(hung_up(Request({"type": "http"}, broken)), 0.05)
 
     asyncio.run(body())
+
+
+def test_a_worker_starts_a_job_in_one_round_trip_and_marks_it_running_only_when_it_may_run(
+    redis_url: str, trips: list[int]
+) -> None:
+    async def body() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        events = ev.JobEvents(client, 60)
+        try:
+            await client.ping()
+            fields: Any = JobRecord(model="m").to_redis()
+            for job in ("s-free", "s-result", "s-cancel"):
+                await client.hset(ev.job_key(job), mapping=fields)
+            await client.set(ev.result_key("s-result"), b"x")
+            await client.set(ev.cancel_key("s-cancel"), b"1")
+            trips.clear()
+            assert await events.start("s-free", "w:1", 15, 12.5) == (False, False, True)
+            assert len(trips) <= 3  # the first call on a server loads the script (EVALSHA, SCRIPT LOAD, EVALSHA)
+            record = JobRecord.from_redis(await client.hgetall(ev.job_key("s-free")))
+            assert (record.status, record.started_at, record.worker, record.model) == ("running", 12.5, "w:1", "m")
+            assert 0 < await client.ttl(ev.lease_key("s-free")) <= 15
+            # A second delivery while the lease is held: not leased, the record keeps the first start.
+            assert await events.start("s-free", "w:2", 15, 99.0) == (False, False, False)
+            record = JobRecord.from_redis(await client.hgetall(ev.job_key("s-free")))
+            assert (record.started_at, record.worker) == (12.5, "w:1")
+            # A job with a result, or a cancelled one, is leased (to be released) but never marked running.
+            trips.clear()
+            assert await events.start("s-result", "w:1", 15, 1.0) == (True, False, True)
+            assert len(trips) == 1
+            assert await events.start("s-cancel", "w:1", 15, 1.0) == (False, True, True)
+            for job in ("s-result", "s-cancel"):
+                assert JobRecord.from_redis(await client.hgetall(ev.job_key(job))).status == "queued"
+        finally:
+            await client.aclose()
+
+    asyncio.run(body())
