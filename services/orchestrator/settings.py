@@ -64,10 +64,10 @@ class OrchestratorSettings(BaseSettings):
         "is alive is retried later instead of run twice.",
     )
     cancel_poll_s: float = Field(
-        0.5,
+        1.0,
         gt=0,
         description="How often a running job re-checks its cancel key (seconds); the pub/sub message normally "
-        "cancels it at once, this is the fallback.",
+        "cancels it at once, this is the fallback (each check is a Redis round trip per running job).",
     )
     worker_name: str = Field("", description="Celery node name; empty derives one from host and pid.")
 
