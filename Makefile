@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table clean
+.PHONY: help install system models proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -24,6 +24,11 @@ help:
 
 system:
 	@scripts/install_system.sh
+
+# The docker sandbox backend's image, from Debian packages with no registry (docs/sandbox.md).
+# podman's default runtime (crun) cannot run containers on this host's hybrid cgroups; runc can.
+sandbox-image: system
+	CONTAINER_CLI_FLAGS="$$(command -v runc >/dev/null && echo --runtime runc)" scripts/build_sandbox_image.sh
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
