@@ -28,7 +28,8 @@ system:
 # The docker sandbox backend's image, from Debian packages with no registry (docs/sandbox.md).
 # podman's default runtime (crun) cannot run containers on this host's hybrid cgroups; runc can.
 sandbox-image: system
-	CONTAINER_CLI_FLAGS="$$(command -v runc >/dev/null && echo --runtime runc)" scripts/build_sandbox_image.sh
+	CONTAINER_CLI_FLAGS="$$(command -v podman >/dev/null && command -v runc >/dev/null && echo --runtime runc)" \
+	    scripts/build_sandbox_image.sh
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
