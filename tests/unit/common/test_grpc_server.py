@@ -105,3 +105,30 @@ async def test_service_errors_become_status_codes_with_the_field(server: tuple[s
     assert 'ttc_requests_total{code="OK",method="Tokenize",service="test"} 1.0' in text
     assert 'ttc_errors_total{code="INVALID_ARGUMENT",method="Tokenize",service="test"} 1.0' in text
     assert 'ttc_errors_total{code="INTERNAL",method="Tokenize",service="test"} 1.0' in text
+
+
+async def test_trace_context_crosses_the_call_and_stats_polls_stay_quiet(
+    server: tuple[str, int, ScriptedPolicy],
+) -> None:
+    """The client channel injects ``traceparent``; the server's span is a child of the caller's.
+    A ``GetStats`` poll with no trace context opens no span (it would be a root trace a second)."""
+    from opentelemetry import trace
+
+    from tests.helpers import spans
+
+    exporter = spans.install()
+    exporter.clear()
+    target, _, _ = server
+    tracer = trace.get_tracer("test")
+    async with insecure_channel(target) as channel:
+        stub = policy_pb2_grpc.PolicyStub(channel)
+        with tracer.start_as_current_span("caller") as caller:
+            await stub.Tokenize(policy_pb2.TokenizeRequest(model="m"))
+        with pytest.raises(grpc.aio.AioRpcError):  # unimplemented here; still no span
+            await stub.GetStats(policy_pb2.StatsRequest())
+    (served,) = spans.finished("test/Tokenize")
+    assert served.kind == trace.SpanKind.SERVER
+    assert served.context.trace_id == caller.get_span_context().trace_id
+    assert served.parent is not None and served.parent.span_id == caller.get_span_context().span_id
+    assert served.attributes is not None and served.attributes["rpc.grpc.status_code"] == 0
+    assert spans.finished("test/GetStats") == []

@@ -14,9 +14,6 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.common.settings import CommonSettings
 from services.gateway.app import build_app
@@ -26,29 +23,15 @@ from services.jobs import events as ev
 from services.jobs.record import JobRecord
 from services.jobs.settings import JobsSettings
 from services.jobs.trace_store import owner_key, readable_by, trace_key
+from tests.helpers import spans
 from tests.helpers.processes import RedisServer, free_port
 
 ALICE, BOB, OPS = "sk-alice", "sk-bob", "sk-ops"
 
-_EXPORTER = InMemorySpanExporter()
-
-
-def _provider() -> None:
-    """Install an SDK provider with the in-memory exporter once per process (OpenTelemetry allows one)."""
-    current = trace.get_tracer_provider()
-    if not isinstance(current, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-        current = trace.get_tracer_provider()
-    assert isinstance(current, TracerProvider)
-    if not getattr(current, "_ttc_test_exporter", False):
-        current.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        current._ttc_test_exporter = True  # type: ignore[attr-defined]
-
 
 @pytest.fixture
 def client(redis_server: RedisServer) -> Iterator[TestClient]:
-    _provider()
+    spans.install()
     settings = GatewaySettings(
         policy_target=f"127.0.0.1:{free_port()}",
         stats_interval_s=0.2,
@@ -152,16 +135,12 @@ def test_a_job_is_readable_and_cancellable_by_its_owner_and_admins_only(
 # -------------------------------------------------------------------------------------- spans
 
 
-def _finished(name_prefix: str) -> list[ReadableSpan]:
-    return [s for s in _EXPORTER.get_finished_spans() if s.name.startswith(name_prefix)]
-
-
 def test_every_request_gets_a_server_span_with_its_route_and_status(client: TestClient) -> None:
-    _EXPORTER.clear()
+    spans.EXPORTER.clear()
     client.get("/v1/jobs/nope", headers=_auth(ALICE))
-    spans = _finished("GET /v1/jobs/")
-    assert len(spans) == 1
-    span = spans[0]
+    found = spans.finished("GET /v1/jobs/")
+    assert len(found) == 1
+    span = found[0]
     assert span.name == "GET /v1/jobs/{job_id}"  # the route template, not the id
     assert span.kind == trace.SpanKind.SERVER
     assert span.attributes is not None and span.attributes["http.response.status_code"] == 404
@@ -169,28 +148,28 @@ def test_every_request_gets_a_server_span_with_its_route_and_status(client: Test
 
 
 def test_probes_and_scrapes_are_not_traced(client: TestClient) -> None:
-    _EXPORTER.clear()
+    spans.EXPORTER.clear()
     for path in ("/healthz", "/readyz", "/metrics"):
         client.get(path)
-    assert _EXPORTER.get_finished_spans() == ()
+    assert spans.EXPORTER.get_finished_spans() == ()
 
 
 def test_a_caller_traceparent_becomes_the_parent(client: TestClient) -> None:
-    _EXPORTER.clear()
+    spans.EXPORTER.clear()
     trace_id, parent_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
     client.get("/v1/models", headers={**_auth(ALICE), "traceparent": f"00-{trace_id}-{parent_id}-01"})
-    (span,) = _finished("GET /v1/models")
+    (span,) = spans.finished("GET /v1/models")
     assert format(span.context.trace_id, "032x") == trace_id
     assert span.parent is not None and format(span.parent.span_id, "016x") == parent_id
 
 
 def test_a_completion_has_admission_as_a_child_and_a_503_is_an_error(client: TestClient) -> None:
-    _EXPORTER.clear()
+    spans.EXPORTER.clear()
     body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": "2+2?"}], "reasoning_effort": "low"}
     reply = client.post("/v1/chat/completions", json=body, headers=_auth(ALICE))
     assert reply.status_code == 503  # the policy service is down
-    (server,) = _finished("POST /v1/chat/completions")
-    (admission,) = _finished("gateway/admission")
+    (server,) = spans.finished("POST /v1/chat/completions")
+    (admission,) = spans.finished("gateway/admission")
     assert admission.parent is not None and admission.parent.span_id == server.context.span_id
     assert admission.attributes is not None and admission.attributes["ttc.effort"] == "low"
     assert server.attributes is not None
