@@ -118,10 +118,21 @@ class _Streamed:
 
 
 class GrpcPolicy:
-    """``Policy`` over the policy service. ``timeout`` bounds each call (seconds)."""
+    """``Policy`` over the policy service. ``timeout`` bounds each call (seconds). Given several
+    channels (the job's replica first, services/common/replicas.py), a unary call that finds one
+    UNAVAILABLE moves on to the next, and the job's later calls stay there."""
 
-    def __init__(self, channel: grpc.aio.Channel, model: str = "", *, request_id: str = "", timeout: float = 600.0):
-        self._stub = policy_pb2_grpc.PolicyStub(channel)
+    def __init__(
+        self,
+        channel: grpc.aio.Channel | Sequence[grpc.aio.Channel],
+        model: str = "",
+        *,
+        request_id: str = "",
+        timeout: float = 600.0,
+    ):
+        channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
+        self._stubs = [policy_pb2_grpc.PolicyStub(c) for c in channels]
+        self._stub = self._stubs[0]
         self._model = model
         self._request_id = request_id
         self._timeout = timeout
@@ -156,17 +167,29 @@ class GrpcPolicy:
             ),
             request_id=self._request_id,
         )
-        try:
-            if on_text is not None:
-                return await self._stream(request, seeds, on_text)
-            response = await self._stub.Generate(request, timeout=self._timeout)
-        except grpc.aio.AioRpcError as err:
-            raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
+        while True:
+            try:
+                if on_text is not None:
+                    return await self._stream(request, seeds, on_text)
+                response = await self._stub.Generate(request, timeout=self._timeout)
+                break
+            except grpc.aio.AioRpcError as err:
+                if on_text is None and self._fail_over(err):
+                    continue
+                raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
         return Generation(
             candidates=tuple(candidate_of(c) for c in response.candidates),
             prompt_tokens=response.usage.prompt_tokens,
             cached_tokens=response.usage.cached_tokens,
         )
+
+    def _fail_over(self, err: grpc.aio.AioRpcError) -> bool:
+        """Move to the next replica when this one is down; False when none is left."""
+        at = self._stubs.index(self._stub)
+        if err.code() != grpc.StatusCode.UNAVAILABLE or at + 1 >= len(self._stubs):
+            return False
+        self._stub = self._stubs[at + 1]
+        return True
 
     async def _stream(self, request: policy_pb2.GenerateRequest, seeds: Sequence[int], on_text: TextSink) -> Generation:
         """Generate through GenerateStream, handing candidate 0's text deltas to ``on_text`` as

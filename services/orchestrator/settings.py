@@ -34,6 +34,20 @@ class OrchestratorSettings(BaseSettings):
         description="Policy deployments by model, 'model=host:port,...': a job for a listed model goes to its "
         "deployment, any other to policy_target.",
     )
+    policy_affinity: bool = Field(
+        True,
+        description="Send every policy call of one job to the same policy replica (consistent hashing on the job "
+        "id over the addresses the policy target resolves to), failing over round the ring on UNAVAILABLE; "
+        "false spreads calls round robin.",
+    )
+    policy_replicas: str = Field(
+        "",
+        description="Policy replica addresses 'host:port,...' for policy_target's affinity ring; empty resolves "
+        "policy_target's host name (a headless Service lists every ready pod).",
+    )
+    policy_replicas_refresh_s: float = Field(
+        30.0, gt=0, description="How often the policy replicas are resolved again (seconds)."
+    )
     verifier_target: str = Field("127.0.0.1:50052", description="gRPC target of the verifier service.")
     sandbox_target: str = Field(
         "127.0.0.1:50053", description="gRPC target of the sandbox service (program-of-thought runs programs there)."

@@ -28,6 +28,7 @@ from redis.asyncio.client import Pipeline
 from services.common.errors import ServiceError
 from services.common.grpc_client import insecure_channel
 from services.common.logging import request_id_var
+from services.common.replicas import ReplicaRouter
 from services.common.tracing import extract_context, set_genai_attributes
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
@@ -76,6 +77,18 @@ class JobRunner:
         targets = {self.settings.policy_target, *self.policy_targets.values()}
         self.policy_channels = {t: insecure_channel(t) for t in sorted(targets)}
         self.policy_channel = self.policy_channels[self.settings.policy_target]
+        # Prefix affinity: every call of a job to one replica of its deployment (services/common/replicas.py).
+        fixed = [a.strip() for a in self.settings.policy_replicas.split(",") if a.strip()]
+        self.policy_routers = {
+            t: ReplicaRouter(
+                t,
+                insecure_channel,
+                replicas=fixed if t == self.settings.policy_target else (),
+                refresh_s=self.settings.policy_replicas_refresh_s,
+            )
+            for t in sorted(targets)
+            if self.settings.policy_affinity
+        }
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
         self.sandbox_channel = insecure_channel(self.settings.sandbox_target)
         self._listener = asyncio.create_task(self._listen_cancellations())
@@ -109,6 +122,13 @@ class JobRunner:
     def policy_channel_for(self, model: str) -> grpc.aio.Channel:
         """The channel to the policy deployment serving ``model``."""
         return self.policy_channels[self.policy_targets.get(model, self.settings.policy_target)]
+
+    async def policy_route(self, model: str, job_id: str) -> grpc.aio.Channel | list[grpc.aio.Channel]:
+        """The channels to ``model``'s policy replicas, the job's own first (affinity), or the
+        round-robin channel when affinity is off."""
+        target = self.policy_targets.get(model, self.settings.policy_target)
+        router = self.policy_routers.get(target)
+        return await router.channels(job_id) if router is not None else self.policy_channels[target]
 
     async def _listen_cancellations(self) -> None:
         """Cancel a running job as soon as its cancellation is published."""
@@ -188,7 +208,8 @@ class JobRunner:
     async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
         job_id = job.job_id
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
-        policy = GrpcPolicy(self.policy_channel_for(job.model), job.model, request_id=job_id, timeout=timeout or 600.0)
+        route = await self.policy_route(job.model, job_id)
+        policy = GrpcPolicy(route, job.model, request_id=job_id, timeout=timeout or 600.0)
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0
