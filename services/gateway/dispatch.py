@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 # How long a read of the broker queue's length stands in for a fresh one. Under load it is
 # refreshed by every enqueue's own pipeline (no extra round trip); jobs this gateway sent since
 # are counted on top, so a burst cannot hide behind a stale figure.
-DEPTH_FRESH_S = 0.05
+DEPTH_FRESH_S = 0.2
 
 
 class Dispatcher:

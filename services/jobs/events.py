@@ -149,7 +149,8 @@ class JobEvents:
         error = JobError.of_result(result)
         extra = {} if error is None else {"error": error}
         mapping = status_fields(status, finished_at=time.time(), **extra)
-        async with self.client.pipeline(transaction=False) as pipe:
+        # One transaction: a reader blocked in XREAD wakes once, to the answer and the result together.
+        async with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(job_key(job_id), mapping=mapping)  # type: ignore[arg-type]
             pipe.expire(job_key(job_id), self.ttl_s)
             for event in events:

@@ -269,7 +269,7 @@ class JobRunner:
             output_tokens=used.generated_tokens + used.verifier_generated_tokens,
         )
         answer = []
-        if result.answer and not streamed:
+        if result.answer and not streamed and not job.quiet:  # a quiet job's reader takes the result only
             answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
 
