@@ -208,6 +208,8 @@ def vllm_serve() -> Iterator[str]:
             "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
             # seeded chunked prefill crashes the CPU engine (docs/policy-engines.md)
             "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048",
+            # tool_choice required/auto need a tool-call parser (Hermes: <tool_call> blocks)
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         ],
     ).start()  # fmt: skip
     try:

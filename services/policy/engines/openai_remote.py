@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from services.common.aio import merge
-from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
+from services.common.errors import FailedPrecondition, InvalidArgument, ServiceError, Unavailable
 from services.policy.engines.base import (
     Completion,
     ContinuationScore,
@@ -86,7 +86,9 @@ class OpenAIRemoteEngine(Engine):
         except httpx.HTTPError as exc:
             raise Unavailable(f"remote OpenAI server {url} unreachable: {exc}") from exc
         if reply.status_code >= 400:
-            raise Unavailable(f"remote OpenAI server {url} answered {reply.status_code}: {reply.text[:500]}")
+            raise _refusal(
+                reply.status_code, f"remote OpenAI server {url} answered {reply.status_code}: {reply.text[:500]}"
+            )
         data: dict[str, Any] = reply.json()
         return data
 
@@ -254,7 +256,8 @@ class OpenAIRemoteEngine(Engine):
         calls = StreamedToolCalls()
         async with self._client.stream("POST", self._base + path, json=body) as reply:
             if reply.status_code >= 400:
-                raise Unavailable(f"remote OpenAI server answered {reply.status_code}: {(await reply.aread())[:500]!r}")
+                detail = (await reply.aread())[:500].decode("utf-8", errors="replace")
+                raise _refusal(reply.status_code, f"remote OpenAI server answered {reply.status_code}: {detail}")
             async for line in reply.aiter_lines():
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
@@ -326,6 +329,15 @@ class OpenAIRemoteEngine(Engine):
 
 def _messages(prompt: Prompt) -> list[dict[str, Any]]:
     return wire_messages(prompt)
+
+
+def _refusal(status: int, message: str) -> ServiceError:
+    """An error status from the remote server: a request it refuses (4xx: a tool_choice or
+    response format it does not implement, say) is FAILED_PRECONDITION, not worth a retry;
+    overload and server errors (408, 429, 5xx) are UNAVAILABLE."""
+    if 400 <= status < 500 and status not in (408, 429):
+        return FailedPrecondition(message)
+    return Unavailable(message)
 
 
 def _no_passthrough(prompt: Prompt, sampling: Sampling) -> None:

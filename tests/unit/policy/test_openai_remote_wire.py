@@ -202,3 +202,13 @@ def test_tool_calls_come_back_from_replies_and_streams() -> None:
         ("call_x", "f", '{"q":"x"}'),
         ("call_y", "g", "{}"),
     ]
+
+
+def test_remote_refusals_are_failed_precondition_and_outages_unavailable() -> None:
+    from services.common.errors import FailedPrecondition, Unavailable
+    from services.policy.engines.openai_remote import _refusal
+
+    assert isinstance(_refusal(400, "tool_choice required needs a parser"), FailedPrecondition)
+    assert isinstance(_refusal(422, "json_schema unknown"), FailedPrecondition)
+    for status in (408, 429, 500, 503):
+        assert isinstance(_refusal(status, "busy"), Unavailable)
