@@ -50,7 +50,8 @@ class GrpcPolicyScorer:
 
     async def parallelism(self) -> int:
         """The configured concurrency, or (0 = auto) 1 for a llama.cpp policy and 16 for others,
-        asked of the policy once. Measured: concurrent judge calls on llama.cpp were 1.3-5x slower."""
+        asked of the policy once. Measured on the serialized llama.cpp engine: concurrent judge calls
+        were 1.3-5x slower (with continuous batching, #14, this is still to be re-measured)."""
         if self.concurrency > 0:
             return self.concurrency
         try:
