@@ -8,6 +8,7 @@ again to another worker.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -27,6 +28,11 @@ def main() -> None:
     settings = OrchestratorSettings()
     queue = JobsSettings().queue
     configure_logging("orchestrator", common.log_level, common.log_json)
+    if common.log_level.upper() != "DEBUG":
+        # Celery's two INFO lines per task ("received", "succeeded in") are logging work on the
+        # hot path that says nothing the job metrics and traces do not (#14).
+        for name in ("celery.worker.strategy", "celery.app.trace"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     configure_tracing("orchestrator", common.otel_endpoint, common.otel_console)
     metrics = OrchestratorMetrics(ServiceMetrics("orchestrator"))
     serve_metrics(metrics.base.registry, settings.metrics_port, settings.host)
