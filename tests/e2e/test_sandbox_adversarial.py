@@ -1,8 +1,10 @@
 """Hostile programs against the real sandbox service, on each backend: bubblewrap on this host
 and containers through the Docker API (served here by podman's ``podman system service``).
 Each program is contained, reported with the right status, and an ordinary execution running
-at the same time succeeds. After each, nothing is left: no process of the slot uids (both
-backends run programs as those host uids) and, for containers, no container of the service.
+at the same time succeeds. Bubblewrap runs as root (CI) and as a non-root user (the chart's
+pods, ``tests/helpers/sandbox_users.py``). After each, nothing is left: no process a program
+started (the slot uids' processes, or the non-root service's outside its own PID namespace)
+and, for containers, no container of the service.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import SandboxClient
 from tests.helpers import podman
 from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy
+from tests.helpers.sandbox_users import nonroot_command, nonroot_env, program_processes, release_cgroup
 
 pytestmark = pytest.mark.e2e
 
 S = sandbox_pb2
 SLOTS = 4
-BACKENDS = ["bwrap", "docker"]
+# bubblewrap as root (CI) and as a non-root user (the chart's pods), containers through podman.
+SETUPS = ["bwrap", "bwrap-nonroot", "docker"]
 
 
 @dataclass
@@ -44,22 +48,12 @@ class Sandbox:
     service: ServiceProcess
     instance: str = ""
     runtime: podman.PodmanService | None = None
+    user: str = "root"
 
-
-def sandbox_processes(uid_base: int) -> list[int]:
-    """Host pids owned by the service's slot uids: every process a sandboxed program started."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        uid_line = next((line for line in status.splitlines() if line.startswith("Uid:")), "")
-        if uid_line and uid_base <= int(uid_line.split()[1]) < uid_base + SLOTS:
-            found.append(int(entry.name))
-    return found
+    def processes(self) -> list[int]:
+        """Host pids of every process a sandboxed program started that is still alive."""
+        assert self.service.proc is not None
+        return program_processes(self.user, self.service.proc.pid, self.uid_base, SLOTS)
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +64,14 @@ def podman_service() -> Iterator[podman.LazyPodman]:
     lazy.stop()
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=SETUPS)
 def sandbox(request: pytest.FixtureRequest, podman_service: podman.LazyPodman) -> Iterator[Sandbox]:
-    backend = request.param
+    setup = request.param
+    backend, user = ("bwrap", "nonroot") if setup == "bwrap-nonroot" else (setup, "root")
     port, metrics_port = free_port(), free_port()
     secret = "ttc-secret-" + secrets.token_hex(8)
     # Apart from other sandboxes on this host, and between the two backends of this module.
-    uid_base = 70000 + (os.getpid() % 500) * 64 + BACKENDS.index(backend) * SLOTS
+    uid_base = 70000 + (os.getpid() % 500) * 64 + SETUPS.index(setup) * SLOTS
     tmpdir = Path(tempfile.mkdtemp(prefix="ttc-sandbox-tmp-"))
     env = {
         "TTC_SANDBOX_PORT": str(port),
@@ -93,7 +88,13 @@ def sandbox(request: pytest.FixtureRequest, podman_service: podman.LazyPodman) -
         runtime = podman_service.get()
         instance = "adversarial-" + uuid.uuid4().hex[:8]
         env |= {"TTC_SANDBOX_DOCKER_URL": runtime.url, "TTC_SANDBOX_DOCKER_INSTANCE": instance}
-    service = ServiceProcess("sandbox", env=env).start()
+    args: list[str] = []
+    delegated = None
+    if user == "nonroot":
+        extra, delegated = nonroot_env(tmpdir)
+        env |= extra
+        args = nonroot_command()
+    service = ServiceProcess("sandbox", env=env, args=args).start()
     service.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), 120)
     yield Sandbox(
         backend,
@@ -105,8 +106,10 @@ def sandbox(request: pytest.FixtureRequest, podman_service: podman.LazyPodman) -
         service,
         instance,
         runtime,
+        user,
     )
     service.stop()
+    release_cgroup(delegated)
     if runtime is not None:
         assert runtime.containers(instance) == [], "the service left containers behind"
     assert list(tmpdir.iterdir()) == [], "the service left files behind"
@@ -135,7 +138,7 @@ async def run_with_canary(
 
 
 def assert_no_leftovers(sandbox: Sandbox) -> None:
-    assert sandbox_processes(sandbox.uid_base) == []
+    assert sandbox.processes() == []
     assert sandbox.service.proc is not None and sandbox.service.proc.poll() is None
     assert grpc_healthy(sandbox.target)
     if sandbox.runtime is not None:
@@ -161,7 +164,7 @@ async def test_fork_bomb_is_capped_and_killed(sandbox: Sandbox, client: SandboxC
     hostile = asyncio.create_task(client.execute(FORK_BOMB, limits=limits))
     most = 0
     for _ in range(40):  # sample while it runs (a loaded machine may start it late)
-        most = max(most, len(sandbox_processes(sandbox.uid_base)))
+        most = max(most, len(sandbox.processes()))
         if hostile.done():
             break
         await asyncio.sleep(0.05)
@@ -410,12 +413,12 @@ async def test_cancelled_call_kills_its_execution(sandbox: Sandbox, client: Sand
         client.execute("import time\ntime.sleep(60)\n", limits=S.Limits(wall_seconds=60), timeout=1.5)
     )
     await asyncio.sleep(1.0)
-    assert sandbox_processes(sandbox.uid_base) != []  # it is running...
+    assert sandbox.processes() != []  # it is running...
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await hostile
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     for _ in range(50):  # ...and is killed once the caller gave up
-        if not sandbox_processes(sandbox.uid_base):
+        if not sandbox.processes():
             break
         await asyncio.sleep(0.1)
     assert_no_leftovers(sandbox)
