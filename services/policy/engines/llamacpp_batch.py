@@ -12,7 +12,9 @@ Each turn of the loop:
 4. admits waiting requests, oldest first, while their prompt and first candidate's KV cells
    and sequence ids are free (``llamacpp_slots``); a new request starts from a copy
    (``llama_memory_seq_cp``: shared cells, no compute) of the longest prefix of its prompt
-   that any sequence holds: a request in flight or a retained prompt of a finished one;
+   that any sequence holds: a request in flight or a retained prompt of a finished one (a
+   request whose prefix another request is still prefilling waits for it, so requests that
+   arrive together with a shared prefix decode it once);
 5. fills the rest of the batch, up to ``n_batch`` tokens, with prompt chunks of the requests
    still prefilling, oldest first; then decodes it all at once.
 
@@ -44,6 +46,9 @@ log = logging.getLogger(__name__)
 #: prompts of finished requests kept on their sequences for prefix reuse (evicted least
 #: recently used, and whenever their cells or ids are needed)
 MAX_RETAINED = 16
+#: a waiting request whose prompt shares at least this many more tokens with a prompt still being
+#: prefilled waits for it (then copies those cells) instead of computing them a second time
+SHARE_WAIT = 16
 #: prompt tokens a turn feeds even when the candidates' tokens fill ``n_batch`` already, so a
 #: new request is never starved by long-running ones
 MIN_PREFILL = 32
@@ -244,6 +249,8 @@ class BatchLoop:
                 task.resolve(None)
                 continue
             src, common = self.slots.best_prefix(task.tokens)
+            if self.slots.coming_prefix(task.tokens) >= common + SHARE_WAIT:
+                return  # requests that share a prompt prefix arrived together: decode it once
             ids = self.reserve(task.n_prompt + task.first_cells, 2, force=not self.running, protect=src)
             if ids is None:
                 return

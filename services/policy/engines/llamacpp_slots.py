@@ -121,6 +121,15 @@ class Slots:
                 best_seq, best = held.seq, n
         return best_seq, min(best, len(tokens) - 1)
 
+    def coming_prefix(self, tokens: list[int]) -> int:
+        """The longest prefix of ``tokens`` a live prompt will hold once it is decoded (its
+        not-yet-decoded part counted): a request that waits for it copies instead of computing."""
+        best = 0
+        for held in self.prompts.values():
+            if held.live and held.ready < len(held.tokens):
+                best = max(best, common_prefix(held.tokens, tokens))
+        return min(best, len(tokens) - 1)
+
     def touch(self, seq: int) -> None:
         self._clock += 1
         self.prompts[seq].last_used = self._clock

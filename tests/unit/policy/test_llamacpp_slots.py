@@ -93,3 +93,13 @@ def test_drop_retained() -> None:
     slots.retire(0, keep=10)
     assert slots.drop_retained() == [0]
     assert list(slots.prompts) == [1] and slots.reserved == 10
+
+
+def test_coming_prefix_sees_what_a_prefilling_prompt_will_hold() -> None:
+    slots = Slots(kv_cells=1000, n_seqs=8, max_retained=4)
+    slots.reserve(6, 1)
+    slots.hold(0, [1, 2, 3, 4, 5, 6], ready=1)
+    assert slots.best_prefix([1, 2, 3, 4, 9]) == (0, 1)
+    assert slots.coming_prefix([1, 2, 3, 4, 9]) == 4
+    slots.filled(0, 6)
+    assert slots.coming_prefix([1, 2, 3, 4, 9]) == 0  # decoded already: best_prefix covers it
