@@ -68,11 +68,14 @@ def split_target(target: str) -> tuple[str, int]:
 
 
 def resolve(target: str) -> list[str]:
-    """The ``ip:port`` addresses ``target``'s host resolves to (sorted, distinct)."""
+    """The ``ip:port`` addresses ``target``'s host resolves to (sorted, distinct). IPv4 ones
+    only when there are any: ``localhost`` also resolving to ``::1`` is one server, not two."""
     host, port = split_target(target)
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    addresses = {f"[{i[4][0]}]:{port}" if ":" in str(i[4][0]) else f"{i[4][0]}:{port}" for i in infos}
-    return sorted(addresses)
+    v4 = {str(i[4][0]) for i in infos if i[0] == socket.AF_INET}
+    if v4:
+        return sorted(f"{ip}:{port}" for ip in v4)
+    return sorted({f"[{i[4][0]}]:{port}" for i in infos})
 
 
 class ReplicaRouter:

@@ -109,3 +109,10 @@ def test_fixed_replicas_are_used_without_resolving() -> None:
         assert [c.address for c in await router.channels("job")] == HashRing(NODES).order("job")
 
     asyncio.run(run())
+
+
+def test_resolve_keeps_one_address_family() -> None:
+    from services.common.replicas import resolve
+
+    assert resolve("127.0.0.1:50051") == ["127.0.0.1:50051"]
+    assert resolve("localhost:50051") == ["127.0.0.1:50051"]
