@@ -5,6 +5,7 @@ candidates exist; the policy service stopped after candidates exist and before t
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -177,6 +178,45 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
     )
     assert _engine_in_flight(stack) == 0
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="disconnect") >= 1
+    assert _result_events(stack, job_id) == 1
+
+
+def test_waiting_client_hang_up_cancels_job_and_aborts_engine(stack: GatewayStack) -> None:
+    """A non-streamed request whose client hangs up while it waits: the gateway sees the
+    disconnect from the ASGI receive (no polling), cancels the job and the engine aborts."""
+    if not any(w.proc is not None and w.proc.poll() is None for w in stack.workers):
+        stack.start_worker()
+    aborted_before = stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled")
+    client = redis.Redis.from_url(stack.redis.url)
+
+    def jobs() -> set[bytes]:
+        return {k for k in client.scan_iter("ttc:job:*", count=1000) if k.count(b":") == 2}
+
+    known = jobs()
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
+            "max_tokens": 1500,
+            "temperature": 0,
+            "reasoning_effort": "none",
+        }
+    ).encode()
+    head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", stack.gateway_port), timeout=60) as sock:
+        sock.sendall(head.encode() + body)
+        stack.wait_for(lambda: bool(jobs() - known), timeout=60, what="job enqueued")
+        job_id = (jobs() - known).pop().decode().split(":")[2]
+        _wait_running(stack, job_id)
+        stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
+    # The socket is closed: the waiting request hung up.
+    stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
+    stack.wait_for(
+        lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted_before,
+        timeout=30,
+        what="engine abort",
+    )
     assert _result_events(stack, job_id) == 1
 
 
