@@ -64,10 +64,11 @@ def _chain(seed: int, sampling: Sampling) -> Any:
 class CandidateSampler:
     """One candidate's sampler: its chain and, optionally, a grammar.
 
-    Masking a 150k vocabulary with a grammar every step costs more than the decode step, so
-    the token is drawn without the grammar first and only checked against it; only when the
-    grammar rejects it is the full distribution masked and the token drawn again (llama.cpp's
-    own common sampler does the same). Either way the token obeys the grammar.
+    Masking a 150k vocabulary with a grammar every step costs about as much as the decode step
+    (half the speed: benchmarks/llamacpp_grammar_bench.py), so the token is drawn without the
+    grammar first and only checked against it; only when the grammar rejects it is the full
+    distribution masked and the token drawn again (llama.cpp's own common sampler does the
+    same). Either way the token obeys the grammar.
     """
 
     def __init__(self, vocab: Any, seed: int, sampling: Sampling, plan: GrammarPlan | None, n_vocab: int) -> None:
