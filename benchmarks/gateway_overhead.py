@@ -6,8 +6,9 @@ at a fixed concurrency twice: straight to the policy's gRPC ``Generate``, and th
 gateway (HTTP → validation → Redis/Celery → worker → gRPC → Redis stream → HTTP). Prints
 p50/p90 latency of both and the added p50 (target < 15 ms) with the error count, and the CPU
 time the gateway and the worker processes spent per request (from /proc, so it holds even on a
-busy machine), which is what competes with decoding on a small host. ``--profile DIR`` runs
-the gateway under cProfile and writes its profile there.
+busy machine), which is what competes with decoding on a small host. ``--profile DIR`` samples
+the gateway and the worker with py-spy (``pip install py-spy``) during the gateway rounds,
+writes their collapsed stacks there and prints the functions with the most samples.
 
     .venv/bin/python benchmarks/gateway_overhead.py --requests 160 --concurrency 16
 """
@@ -17,9 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -115,6 +120,39 @@ def _cpu_seconds(root: int) -> float:
     return total
 
 
+def _start_profiles(folder: Path, stack: GatewayStack) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
+    """py-spy samplers on the gateway and the first worker (with its pool children)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    samplers = []
+    for name, service in (("gateway", stack.gateway), ("worker", stack.workers[0])):
+        assert service is not None and service.proc is not None
+        out = folder / f"{name}.collapsed"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        cmd = [spy, "record", "--pid", str(service.proc.pid), "--subprocesses", "--rate", "250"]
+        cmd += ["--format", "raw", "--output", str(out), "--nonblocking"]
+        samplers.append((name, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), out))
+    time.sleep(1.0)
+    return samplers
+
+
+def _stop_profiles(samplers: list[tuple[str, subprocess.Popen[bytes], Path]], top: int = 15) -> None:
+    """Stop the samplers and print, per process, where its samples were (innermost project frame)."""
+    for name, proc, out in samplers:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+        counts: Counter[str] = Counter()
+        total = 0
+        for line in out.read_text().splitlines() if out.exists() else []:
+            stack_text, _, n = line.rpartition(" ")
+            frames = stack_text.split(";")
+            total += int(n)
+            ours = [f for f in frames if "services/" in f or "celery" in f or "uvicorn" in f or "starlette" in f]
+            counts[(ours or frames)[-1]] += int(n)
+        print(f"{name}: {total} samples, top frames (innermost project/framework frame):")
+        for frame, n in counts.most_common(top):
+            print(f"  {100 * n / max(1, total):5.1f}%  {frame}")
+
+
 def _pids(services: list[ServiceProcess | None]) -> list[int]:
     return [s.proc.pid for s in services if s is not None and s.proc is not None]
 
@@ -130,7 +168,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2, help="alternating direct/gateway rounds")
-    parser.add_argument("--profile", type=Path, default=None, help="run the gateway under cProfile, write here")
+    parser.add_argument("--profile", type=Path, default=None, help="sample gateway and worker with py-spy, write here")
     args = parser.parse_args()
 
     redis_server = RedisServer().start()
@@ -138,20 +176,6 @@ def main() -> None:
     try:
         stack.start_policy()
         stack.start_worker(concurrency=args.concurrency)
-        if args.profile is not None:
-            args.profile.mkdir(parents=True, exist_ok=True)
-            profile = str(args.profile.resolve() / "gateway.prof")
-            stack.gateway_args = [
-                sys.executable,
-                "-m",
-                "cProfile",
-                "-o",
-                profile,
-                "-m",
-                "services.cli",
-                "serve",
-                "gateway",
-            ]
         stack.start_gateway()
         # Warm both paths (connections, engine caches) before measuring.
         asyncio.run(direct(stack, argparse.Namespace(**{**vars(args), "requests": args.concurrency})))
@@ -160,6 +184,7 @@ def main() -> None:
         gw: list[float] = []
         base_err = gw_err = 0
         gateway_cpu = worker_cpu = 0.0
+        samplers = _start_profiles(args.profile, stack) if args.profile is not None else []
         for _ in range(args.rounds):  # alternate so machine-load drift hits both paths alike
             lat, err = asyncio.run(direct(stack, args))
             base += lat
@@ -170,6 +195,7 @@ def main() -> None:
             worker_cpu += sum(map(_cpu_seconds, _pids(list(stack.workers)))) - before[1]
             gw += lat
             gw_err += err
+        _stop_profiles(samplers)
     finally:
         stack.stop()
         redis_server.stop()
