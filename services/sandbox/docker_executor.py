@@ -28,7 +28,7 @@ from services.sandbox.container_spec import ContainerConfig, FrameDecoder, creat
 from services.sandbox.executor import Program
 from services.sandbox.isolation import SANDBOX_ENV
 from services.sandbox.limits import ExecLimits
-from services.sandbox.outcome import classify
+from services.sandbox.outcome import run_outcome
 from services.sandbox.runner import RawRun
 from services.sandbox.validation import PROGRAM_NAME
 
@@ -120,7 +120,7 @@ class DockerExecutor:
             if container and not done:
                 # Shielded: a cancelled call still removes its container (AutoRemove needs an exit).
                 await asyncio.shield(self._remove(container))
-        return self._outcome(raw, limits)
+        return run_outcome(raw, limits)
 
     def _killed(self, raw: RawRun, reason: str) -> None:
         if not raw.killed:
@@ -200,24 +200,6 @@ class DockerExecutor:
             raw.wait_status = signal.SIGKILL
         else:
             raw.wait_status = 1 << 8  # the init failed before reporting: setup failure (stderr says why)
-
-    def _outcome(self, raw: RawRun, limits: ExecLimits) -> tuple[sandbox_pb2.RunOutcome, str]:
-        verdict = classify(raw, limits)
-        if verdict.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
-            log.error("sandbox error: %s", verdict.message)
-        outcome = sandbox_pb2.RunOutcome(
-            status=verdict.status,  # type: ignore[arg-type]
-            stdout=raw.stdout,
-            stderr=raw.stderr,
-            stdout_truncated=raw.stdout_truncated,
-            stderr_truncated=raw.stderr_truncated,
-            exit_code=verdict.exit_code,
-            signal=verdict.signal,
-            cpu_seconds=raw.cpu_seconds,
-            wall_seconds=raw.wall_seconds,
-            peak_memory_bytes=raw.peak_memory_bytes,
-        )
-        return outcome, verdict.message
 
     def close(self) -> None:
         self.threads.shutdown(wait=False, cancel_futures=True)

@@ -24,7 +24,7 @@ from services.sandbox.isolation import (
     setpriv_args,
 )
 from services.sandbox.limits import ExecLimits
-from services.sandbox.outcome import classify
+from services.sandbox.outcome import run_outcome
 from services.sandbox.runner import memfd_with, run_sandboxed
 from services.sandbox.settings import SandboxSettings
 from services.sandbox.validation import PROGRAM_NAME
@@ -128,19 +128,4 @@ class Executor:
                     os.close(fd)
         if raw.leftovers:
             log.warning("killed %d processes left in the memory cgroup after the run", raw.leftovers)
-        verdict = classify(raw, limits)
-        if verdict.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
-            log.error("sandbox error: %s", verdict.message)
-        outcome = sandbox_pb2.RunOutcome(
-            status=verdict.status,  # type: ignore[arg-type]
-            stdout=raw.stdout,
-            stderr=raw.stderr,
-            stdout_truncated=raw.stdout_truncated,
-            stderr_truncated=raw.stderr_truncated,
-            exit_code=verdict.exit_code,
-            signal=verdict.signal,
-            cpu_seconds=raw.cpu_seconds,
-            wall_seconds=raw.wall_seconds,
-            peak_memory_bytes=raw.peak_memory_bytes,
-        )
-        return outcome, verdict.message
+        return run_outcome(raw, limits)

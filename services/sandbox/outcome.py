@@ -8,6 +8,7 @@ RLIMIT_AS); then the program's own exit status.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.limits import ExecLimits
 from services.sandbox.runner import RawRun
 
+log = logging.getLogger(__name__)
 S = sandbox_pb2.ExecStatus
 # bwrap reports a child killed by signal N as exit code 128 + N (the shell convention).
 _SIGNAL_BASE = 128
@@ -65,3 +67,23 @@ def classify(raw: RawRun, limits: ExecLimits) -> Classified:
     if exit_code == 0:
         return Classified(S.EXEC_STATUS_OK, 0, 0)
     return Classified(S.EXEC_STATUS_RUNTIME_ERROR, exit_code, sig)
+
+
+def run_outcome(raw: RawRun, limits: ExecLimits) -> tuple[sandbox_pb2.RunOutcome, str]:
+    """The reply's ``RunOutcome`` for a run on either backend, and why it is not OK."""
+    verdict = classify(raw, limits)
+    if verdict.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
+        log.error("sandbox error: %s", verdict.message)
+    outcome = sandbox_pb2.RunOutcome(
+        status=verdict.status,  # type: ignore[arg-type]
+        stdout=raw.stdout,
+        stderr=raw.stderr,
+        stdout_truncated=raw.stdout_truncated,
+        stderr_truncated=raw.stderr_truncated,
+        exit_code=verdict.exit_code,
+        signal=verdict.signal,
+        cpu_seconds=raw.cpu_seconds,
+        wall_seconds=raw.wall_seconds,
+        peak_memory_bytes=raw.peak_memory_bytes,
+    )
+    return outcome, verdict.message
