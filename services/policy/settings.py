@@ -40,6 +40,13 @@ class PolicySettings(BaseSettings):
         description="llama.cpp: requests decoded together by the continuous-batching loop (the others wait); "
         "1 serializes them (one request at a time).",
     )
+    retained_prompts: int = Field(
+        16,
+        ge=0,
+        description="llama.cpp: prompts of finished requests kept in the KV cache for prefix reuse by later "
+        "requests (evicted least recently used). 0 keeps none: every request prefills alone, so its output "
+        "depends only on itself (exact trace replay); concurrent requests still share prefixes.",
+    )
     n_threads: int = Field(0, ge=0, description="llama.cpp: CPU threads for decoding; 0 uses all cores.")
     n_batch: int = Field(512, ge=8, description="llama.cpp: tokens per llama_decode call when evaluating a prompt.")
     max_n: int = Field(64, ge=1, le=255, description="Largest number of candidates one request may ask for.")

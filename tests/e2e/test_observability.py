@@ -338,6 +338,9 @@ EVENT_ONLY: dict[str, str] = {
     "ttc_errors_total": "tests/e2e/test_verifier_code.py",
     "ttc_sandbox_kills_total": "tests/e2e/test_sandbox_service.py",
     "ttc_sandbox_rejected_total": "tests/e2e/test_sandbox_service.py",
+    # The batching engine admits a whole search at once; requests queue only past its limit.
+    "ttc_policy_requests_waiting": "tests/e2e/test_policy_llamacpp_batching.py::"
+    "test_requests_beyond_the_parallel_limit_wait_and_the_gauge_shows_it",
 }
 
 

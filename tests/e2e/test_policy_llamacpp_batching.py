@@ -163,3 +163,47 @@ def test_a_shared_prefix_is_decoded_once(stub: policy_pb2_grpc.PolicyStub) -> No
     assert b.usage.cached_tokens < b.usage.prompt_tokens
     assert after.prefix_cache_hits - before.prefix_cache_hits == a.usage.cached_tokens + b.usage.cached_tokens
     assert after.prefix_cache_queries - before.prefix_cache_queries == a.usage.prompt_tokens + b.usage.prompt_tokens
+
+
+def test_requests_beyond_the_parallel_limit_wait_and_the_gauge_shows_it() -> None:
+    """``ttc_policy_requests_waiting`` (the autoscaler's signal) moves when requests queue."""
+    import httpx
+
+    port, metrics_port = free_port(), free_port()
+    proc = ServiceProcess(
+        "policy",
+        env={
+            "TTC_POLICY_HOST": "127.0.0.1",
+            "TTC_POLICY_PORT": str(port),
+            "TTC_POLICY_METRICS_PORT": str(metrics_port),
+            "TTC_POLICY_MODEL": "smollm2-135m",
+            "TTC_POLICY_PARALLEL_REQUESTS": "1",
+            "TTC_POLICY_STATS_INTERVAL_S": "0.1",
+        },
+    ).start()
+
+    def waiting_gauge() -> float:
+        for line in httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text.splitlines():
+            if line.startswith("ttc_policy_requests_waiting{"):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = policy_pb2_grpc.PolicyStub(channel)
+            with ThreadPoolExecutor(4) as pool:
+                calls = [
+                    pool.submit(stub.Generate, request(q, n=1, max_tokens=48, temperature=0.0), timeout=300)
+                    for q in PROMPTS[:4]
+                ]
+                peak = 0.0
+                while not all(c.done() for c in calls):
+                    peak = max(peak, waiting_gauge())
+                    time.sleep(0.05)
+                replies = [c.result() for c in calls]
+            assert all(r.candidates[0].text for r in replies)
+            assert peak >= 1, "requests beyond the parallel limit never showed as waiting"
+            assert idle(stub).waiting_requests == 0
+    finally:
+        proc.stop()

@@ -34,7 +34,10 @@ def stack(redis_server: RedisServer) -> Iterator[tuple[GatewayStack, str]]:
     s = GatewayStack(redis_server)
     verifier: ServiceProcess | None = None
     try:
-        s.start_policy()
+        # Exact replay needs the same logits for the same call: one request at a time, each
+        # prefilled alone (no prefix copied from an earlier request's cells, computed in other
+        # batches); batched or reusing, calls may round differently (docs/policy.md).
+        s.start_policy({"TTC_POLICY_PARALLEL_REQUESTS": "1", "TTC_POLICY_RETAINED_PROMPTS": "0"})
         verifier_port = free_port()
         verifier = ServiceProcess(
             "verifier",

@@ -107,6 +107,7 @@ class LlamaCppEngine(Engine):
             n_seqs=self.n_seq_max,
             n_batch=self.n_batch,
             parallel=settings.parallel_requests,
+            retained_prompts=settings.retained_prompts,
         )
         self._closed = False
 

@@ -43,9 +43,6 @@ from services.policy.engines.llamacpp_tasks import Emit, Entry, GenTask, Task, V
 
 log = logging.getLogger(__name__)
 
-#: prompts of finished requests kept on their sequences for prefix reuse (evicted least
-#: recently used, and whenever their cells or ids are needed)
-MAX_RETAINED = 16
 #: a waiting request whose prompt shares at least this many more tokens with a prompt still being
 #: prefilled waits for it (then copies those cells) instead of computing them a second time
 SHARE_WAIT = 16
@@ -76,6 +73,7 @@ class BatchLoop:
         n_seqs: int,
         n_batch: int,
         parallel: int,
+        retained_prompts: int,
     ) -> None:
         self.ctx = ctx
         self.mem = llama_cpp.llama_get_memory(ctx)
@@ -85,8 +83,9 @@ class BatchLoop:
         self.n_seqs = n_seqs
         self.n_batch = n_batch
         self.parallel = parallel
+        self.retained_prompts = retained_prompts
         self.batch = llama_cpp.llama_batch_init(n_batch + n_seqs, 0, 1)
-        self.slots = Slots(kv_cells, n_seqs, MAX_RETAINED)
+        self.slots = Slots(kv_cells, n_seqs, retained_prompts)
         self.waiting: deque[Task] = deque()
         self.running: list[Task] = []
         self._inbox: list[Task] = []
@@ -206,7 +205,7 @@ class BatchLoop:
             task.abort(self)
         self.running = []
         llama_cpp.llama_memory_clear(self.mem, True)
-        self.slots = Slots(self.kv_cells, self.n_seqs, MAX_RETAINED)
+        self.slots = Slots(self.kv_cells, self.n_seqs, self.retained_prompts)
         self.used_cells = 0
 
     def _turn(self) -> None:
