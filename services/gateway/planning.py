@@ -100,9 +100,10 @@ def answer_limit(req: Request, default: int) -> tuple[int, str | None]:
 
     ``max_tokens`` caps each answer; ``max_completion_tokens`` caps the whole search (its
     budget) and, when ``max_tokens`` is absent, each answer too (one answer cannot outspend the
-    search)."""
+    search). Legacy completions default ``max_tokens`` to 16 as OpenAI does: a default is not the
+    user's, so a server cap lowers it instead of refusing the request."""
     if req.max_tokens is not None:
-        return req.max_tokens, "max_tokens"
+        return req.max_tokens, "max_tokens" if "max_tokens" in req.model_fields_set else None
     if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
         return req.max_completion_tokens, "max_completion_tokens"
     return default, None

@@ -15,7 +15,7 @@ from services.gateway.difficulty import Estimate
 from services.gateway.errors import HTTPError
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Planner
-from services.gateway.protocol import ChatCompletionRequest
+from services.gateway.protocol import ChatCompletionRequest, CompletionRequest
 from services.gateway.routing import RoutingTable, load_routing_table
 from services.gateway.settings import GatewaySettings
 from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2
@@ -144,3 +144,14 @@ async def test_request_only_checks_come_first(routes: list[tuple[Any, ...]], ext
         await _planner(watch, validator, max_tokens_cap=4096).plan(request, queue_depth=0)
     assert caught.value.field == field
     assert routes == [] and validator.jobs == [] and watch.model_calls == 0
+
+
+def test_a_default_max_tokens_is_capped_and_an_explicit_one_refused() -> None:
+    """Legacy completions' default ``max_tokens`` (16) above the server's cap is lowered to the
+    cap; the same number sent by the user is a 400 naming ``max_tokens``."""
+    planner = _planner(Watch(), Validator(), max_tokens_cap=4)
+    _, max_tokens = planner.check(CompletionRequest(model="m", prompt="hi"))
+    assert max_tokens == 4
+    with pytest.raises(InvalidArgument) as caught:
+        planner.check(CompletionRequest(model="m", prompt="hi", max_tokens=16))
+    assert caught.value.field == "max_tokens"
