@@ -73,7 +73,8 @@ async def _drive(concurrency: int, texts: list[str], call: Callable[[str], Await
         while queue:
             text = queue.pop()
             try:
-                tokens += await call(text)
+                generated = await call(text)  # not `tokens += await ...`: that reads tokens before awaiting
+                tokens += generated
             except Exception as exc:
                 errors += 1
                 print(f"error: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
