@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import sys
 import time
@@ -45,10 +46,13 @@ TOPICS = [
 ]  # fmt: skip
 
 
-def prompts(count: int) -> list[str]:
-    """Distinct prompts (no shared suffix beyond the template), so no request rides another's cache."""
+def prompts(count: int, round_no: int) -> list[str]:
+    """Distinct prompts, never sent before in this run (``round_no`` names the round): no request
+    rides a prefix cached by another request or by the other path's round (the engine keeps
+    finished prompts for reuse), beyond the chat template both paths share."""
     return [
-        f"Write three short sentences about {TOPICS[i % len(TOPICS)]} (set {i // len(TOPICS)})." for i in range(count)
+        f"Write three short sentences about {TOPICS[i % len(TOPICS)]} (round {round_no}, set {i // len(TOPICS)})."
+        for i in range(count)
     ]
 
 
@@ -152,13 +156,16 @@ def main() -> None:
         stack.start_policy(_policy_env(args.engine))
         stack.start_worker(concurrency=max(levels))
         stack.start_gateway()
-        asyncio.run(direct(stack.policy_target, 2, prompts(2), args.max_tokens))  # warm both paths
-        asyncio.run(through_stack(stack.url, "none", 2, prompts(2), args.max_tokens))
+        asyncio.run(direct(stack.policy_target, 2, prompts(2, 0), args.max_tokens))  # warm both paths
+        asyncio.run(through_stack(stack.url, "none", 2, prompts(2, 1), args.max_tokens))
+        rounds = itertools.count(2)
         for level in levels:
-            texts = prompts(args.requests or max(8, 2 * level))
+            count = args.requests or max(8, 2 * level)
             for effort in efforts:
-                base = asyncio.run(direct(stack.policy_target, level, texts, args.max_tokens))
-                full = asyncio.run(through_stack(stack.url, effort, level, texts, args.max_tokens))
+                base = asyncio.run(direct(stack.policy_target, level, prompts(count, next(rounds)), args.max_tokens))
+                full = asyncio.run(
+                    through_stack(stack.url, effort, level, prompts(count, next(rounds)), args.max_tokens)
+                )
                 rows.append((level, effort, base, full))
                 print(f"... concurrency {level} effort {effort}: direct {base.tokens_per_second:.1f} tok/s, "
                       f"stack {full.tokens_per_second:.1f} tok/s", file=sys.stderr, flush=True)  # fmt: skip
