@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -149,6 +150,8 @@ def main() -> None:
     levels = [int(c) for c in args.concurrency.split(",")]
     efforts = args.efforts.split(",")
 
+    # A SIGTERM (kill, timeout) unwinds through ``finally`` so the services started here stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     redis_server = RedisServer().start()
     stack = GatewayStack(redis_server)
     rows: list[tuple[int, str, Run, Run]] = []
