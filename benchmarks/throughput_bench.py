@@ -63,6 +63,10 @@ class Run:
     tokens: int
     errors: int
 
+    def __add__(self, other: Run) -> Run:
+        """Pooled over repeats: all tokens over all seconds."""
+        return Run(self.seconds + other.seconds, self.tokens + other.tokens, self.errors + other.errors)
+
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
@@ -146,6 +150,7 @@ def main() -> None:
     parser.add_argument("--efforts", default="none,medium", help="comma-separated efforts for the stack path")
     parser.add_argument("--requests", type=int, default=0, help="prompts per point (default: 2 x concurrency, >= 8)")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per point, alternating which path goes first")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     efforts = args.efforts.split(",")
@@ -165,10 +170,14 @@ def main() -> None:
         for level in levels:
             count = args.requests or max(8, 2 * level)
             for effort in efforts:
-                base = asyncio.run(direct(stack.policy_target, level, prompts(count, next(rounds)), args.max_tokens))
-                full = asyncio.run(
-                    through_stack(stack.url, effort, level, prompts(count, next(rounds)), args.max_tokens)
-                )
+                base = full = Run(0.0, 0, 0)
+                for repeat in range(args.repeats):  # alternate which path goes first: drift biases neither
+                    for path in ("direct", "stack") if repeat % 2 == 0 else ("stack", "direct"):
+                        texts = prompts(count, next(rounds))
+                        if path == "direct":
+                            base += asyncio.run(direct(stack.policy_target, level, texts, args.max_tokens))
+                        else:
+                            full += asyncio.run(through_stack(stack.url, effort, level, texts, args.max_tokens))
                 rows.append((level, effort, base, full))
                 print(f"... concurrency {level} effort {effort}: direct {base.tokens_per_second:.1f} tok/s, "
                       f"stack {full.tokens_per_second:.1f} tok/s", file=sys.stderr, flush=True)  # fmt: skip
@@ -177,7 +186,10 @@ def main() -> None:
         redis_server.stop()
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"engine {args.engine}, model {MODEL}, max_tokens {args.max_tokens}, load average {load}")
+    print(
+        f"engine {args.engine}, model {MODEL}, max_tokens {args.max_tokens}, repeats {args.repeats}, "
+        f"load average {load}"
+    )
     print(f"{'conc':>4} {'effort':>7} {'direct tok/s':>13} {'stack tok/s':>12} {'ratio':>6} {'errors':>7}")
     for level, effort, base, full in rows:
         ratio = full.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0
