@@ -127,7 +127,6 @@ def build_app(
             yield
         finally:
             await watch.stop()
-            dispatcher.close()
             for channel in channels.values():
                 await channel.close()
             await client.aclose()

@@ -1,17 +1,17 @@
 """Queue-backed dispatch: enqueue a job for orchestrator workers and read its events back.
 
-The job's record (everything needed to format its reply) goes into Redis before the Celery
-message, so a gateway that restarts - or a different replica - can still answer a poll for
-a background job. Nothing is written unless the request already passed validation.
+The job's record (everything needed to format its reply) and the job's Celery message go
+into Redis in one transaction (``services/jobs/celery_message.py``), so a gateway that restarts
+- or a different replica - can still answer a poll for a background job, and the queue length
+read in that transaction counts this job exactly once. Nothing is written unless the request
+already passed validation.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -22,6 +22,7 @@ from services.gateway.errors import HTTPError
 from services.gateway.tracing import annotate_plan, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
+from services.jobs.celery_message import search_message
 from services.jobs.record import JobRecord, MalformedJobRecord
 
 log = logging.getLogger(__name__)
@@ -39,21 +40,18 @@ class Dispatcher:
         self.queue = queue
         self.ttl_s = ttl_s
         self.events = ev.JobEvents(client, ttl_s)
-        # kombu producers are not thread-safe: one sender thread keeps sends off the event loop.
-        self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celery-send")
         self._depth = 0  # the queue's length at the last read ...
-        self._depth_at = -1.0  # ... (time.monotonic()) ...
-        self._sent_since = 0  # ... plus the jobs this gateway sent after it
+        self._depth_at = -1.0  # ... (time.monotonic())
 
     async def queue_depth(self) -> int:
-        """Jobs waiting for a worker (the broker's list for the queue): read at most every
-        ``DEPTH_FRESH_S``, plus the jobs this gateway sent since the read."""
+        """Jobs waiting for a worker (the broker's list for the queue), read at most every
+        ``DEPTH_FRESH_S``: every enqueue of this gateway reads it afresh, its own job included."""
         if time.monotonic() - self._depth_at > DEPTH_FRESH_S:
             self._saw_depth(int(await self.client.llen(self.queue)))
-        return self._depth + self._sent_since
+        return self._depth
 
     def _saw_depth(self, depth: int) -> None:
-        self._depth, self._depth_at, self._sent_since = depth, time.monotonic(), 0
+        self._depth, self._depth_at = depth, time.monotonic()
 
     async def enqueue(self, job: orchestrator_pb2.SearchJob, record: JobRecord) -> None:
         """Store the job's record (status ``queued``), then send it to the workers.
@@ -71,19 +69,14 @@ class Dispatcher:
             job.trace_context.update(inject_context())
             queued = record.model_copy(update={"status": ev.QUEUED, "enqueued_at": job.enqueued_at or time.time()})
             fields = queued.to_redis()
+            message = search_message(self.celery, job.job_id, ev.encode_job(job), self.queue)
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hset(ev.job_key(job.job_id), mapping=fields)  # type: ignore[arg-type]
                 pipe.expire(ev.job_key(job.job_id), self.ttl_s)
-                pipe.llen(self.queue)  # the queue depth for the next requests, in the same trip
+                pipe.lpush(self.queue, message)  # kombu's Redis transport: LPUSH, workers BRPOP
+                pipe.llen(self.queue)  # the queue depth for the next requests, this job included
                 *_, depth = await pipe.execute()
             self._saw_depth(int(depth))
-            payload = ev.encode_job(job)
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._sender, self._send, job.job_id, payload)
-            self._sent_since += 1
-
-    def _send(self, job_id: str, payload: str) -> None:
-        self.celery.send_task(ev.SEARCH_TASK, args=[payload], task_id=job_id, queue=self.queue)
 
     async def record(self, job_id: str) -> JobRecord | None:
         """The job's stored record (status included), or ``None`` for an unknown or expired job.
@@ -109,6 +102,3 @@ class Dispatcher:
         # A job no worker has started yet is final now; a running one is marked by its worker.
         value = JobRecord(cancel_requested_at=time.time()).to_redis(only={"cancel_requested_at"})
         await self.client.hsetnx(ev.job_key(job_id), "cancel_requested_at", value["cancel_requested_at"])
-
-    def close(self) -> None:
-        self._sender.shutdown(wait=False)

@@ -19,7 +19,8 @@ def redis_client(url: str) -> aioredis.Redis:
     return aioredis.Redis.from_url(url, retry=retry, retry_on_error=[ConnectionError, TimeoutError])
 
 
-# A publish (the gateway enqueueing a job) retries as long: Celery's default gives up after ~0.6 s.
+# A publish through Celery's own producer (tools and tests: the gateway writes its jobs' messages
+# in its own retried transaction, celery_message.py) retries as long: Celery's default gives up after ~0.6 s.
 PUBLISH_RETRY_POLICY = {
     "max_retries": OUTAGE_RETRIES,
     "interval_start": 0.05,

@@ -94,16 +94,16 @@ def test_enqueue_is_one_round_trip_and_refreshes_the_queue_depth(
         dispatcher = Dispatcher(client, celery, "q-rt", 60)
         try:
             await client.delete("q-rt")
-            monkeypatch.setattr(dispatch, "DEPTH_FRESH_S", 60.0)  # Celery's first send connects (slow)
+            monkeypatch.setattr(dispatch, "DEPTH_FRESH_S", 60.0)  # the figure stays fresh through the loop
             trips.clear()
             assert await dispatcher.queue_depth() == 0 and len(trips) == 1  # a fresh read: LLEN
             for n in range(3):
                 job = orchestrator_pb2.SearchJob(job_id=f"rt-{n}", model="m", enqueued_at=time.time())
                 trips.clear()
                 await dispatcher.enqueue(job, JobRecord(model="m"))
-                assert len(trips) == 1  # record + TTL + queue length in one pipeline (Celery's own client sends)
+                assert len(trips) == 1  # record + TTL + Celery message + queue length in one transaction
                 trips.clear()
-                # While fresh, the depth comes from that pipeline plus this gateway's sends.
+                # While fresh, the depth is the one read in that transaction, this job included.
                 assert await dispatcher.queue_depth() == n + 1 and trips == []
             assert await client.llen("q-rt") == 3
             # Another gateway's job shows once the figure is stale.
@@ -114,7 +114,6 @@ def test_enqueue_is_one_round_trip_and_refreshes_the_queue_depth(
             record = await dispatcher.record("rt-2")
             assert record is not None and record.status == "queued" and record.enqueued_at
         finally:
-            dispatcher.close()
             await client.delete("q-rt")
             await client.aclose()
 
@@ -138,7 +137,6 @@ def test_the_reply_record_takes_the_start_from_the_result_else_reads_it_back(red
             record = await serving._final_record(plan, old_worker, JobRecord(model="m"))
             assert len(trips) == 1 and record.queue_wait() == 1.0
         finally:
-            serving.dispatcher.close()
             await client.aclose()
 
     asyncio.run(body())
