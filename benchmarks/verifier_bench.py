@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -108,7 +109,8 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
     def tok(s: Spend) -> int:
         return s.prompt_tokens + s.completion_tokens
 
-    print(f"{n} candidates x {steps} steps, {rounds} rounds (median wall-clock)")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{n} candidates x {steps} steps, {rounds} rounds (median wall-clock), load average {load}")
     print(row("PRM prefix_prompts, 16 at once", t["prefix"], spends["prefix"]))
     print(row("PRM prefix_prompts, 1 at once", t["prefix_seq"], spends["prefix_seq"]))  # auto on llama.cpp
     print(row("PRM shared_prompt", t["shared"], spends["shared"]))
