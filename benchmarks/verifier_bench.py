@@ -35,11 +35,14 @@ from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 PROBLEM = (Message("user", "A shop sells pencils in packs of 6. Ann buys 7 packs and gives away 5 pencils. How many?"),)
 
 
-def candidates(n: int, steps: int) -> list[str]:
+def candidates(n: int, steps: int, tag: str = "") -> list[str]:
+    """``n`` candidates of ``steps`` steps; a distinct ``tag`` gives texts no earlier call has cached
+    (the engine keeps finished prompts for prefix reuse, which would favour whichever variant runs
+    second on the same candidates)."""
     out = []
     for i in range(n):
         lines = [
-            f"Step {k + 1}: line {k + 1} of attempt {i}: 7 packs of 6 pencils is {42 + k} pencils so far."
+            f"Step {k + 1}: line {k + 1} of attempt {tag}{i}: 7 packs of 6 pencils is {42 + k} pencils so far."
             for k in range(steps - 1)
         ]
         lines.append(f"Step {steps}: so the answer is \\boxed{{{37 + i}}}.")
@@ -70,7 +73,10 @@ def row(name: str, seconds: list[float], spend: Spend) -> str:
 async def run(target: str, n: int, steps: int, rounds: int) -> None:
     settings = VerifierSettings()
     policy = GrpcPolicyScorer(target, timeout_s=600, concurrency=16)
-    job = VerifyJob(verifier="prm", candidates=tuple(candidates(n, steps)), problem=PROBLEM)
+
+    def fresh(verifier: str, tag: str) -> VerifyJob:
+        return VerifyJob(verifier=verifier, candidates=tuple(candidates(n, steps, tag)), problem=PROBLEM)
+
     shared = settings.model_copy(update={"prm_mode": "shared_prompt"})
     serial = GrpcPolicyScorer(target, timeout_s=600, concurrency=1)
     prm, prm_shared = ProcessRewardModel(policy, settings), ProcessRewardModel(policy, shared)
@@ -80,12 +86,13 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
     t: dict[str, list[float]] = {"prefix": [], "prefix_seq": [], "shared": [], "orm": [], "orm_seq": []}
     spends: dict[str, Spend] = {}
     diffs: list[float] = []
-    for _ in range(rounds):
+    for round_no in range(rounds):
+        job = fresh("prm", f"a{round_no}-")  # prefix_prompts and shared_prompt score the same texts
         secs, out = await timed(prm.verify(job))
         t["prefix"].append(secs)
         spends["prefix"] = out.spend
         print(f"  PRM prefix_prompts {secs:.1f} s", file=sys.stderr, flush=True)
-        secs, seq_out = await timed(prm_seq.verify(job))
+        secs, seq_out = await timed(prm_seq.verify(fresh("prm", f"b{round_no}-")))
         t["prefix_seq"].append(secs)
         spends["prefix_seq"] = seq_out.spend
         print(f"  PRM prefix_prompts, one call at a time {secs:.1f} s", file=sys.stderr, flush=True)
@@ -98,10 +105,10 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
             for v, w in zip(out.verdicts, shared_out.verdicts, strict=True)
             for a, b in zip(v.step_scores, w.step_scores, strict=True)
         ]
-        secs, out = await timed(orm.verify(VerifyJob(verifier="orm", candidates=job.candidates, problem=PROBLEM)))
+        secs, out = await timed(orm.verify(fresh("orm", f"c{round_no}-")))
         t["orm"].append(secs)
         spends["orm"] = out.spend
-        secs, spends["orm_seq"] = await timed(orm_sequential(policy, settings, job))
+        secs, spends["orm_seq"] = await timed(orm_sequential(policy, settings, fresh("orm", f"d{round_no}-")))
         t["orm_seq"].append(secs)
     await policy.close()
     await serial.close()
