@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e.gateway_stack import MODEL, GatewayStack
-from tests.helpers.processes import RedisServer, ServiceProcess
+from tests.helpers.processes import RedisServer, ServiceProcess, cpu_seconds
 
 PROMPT = "Say OK."
 
@@ -97,26 +97,11 @@ async def through_gateway(stack: GatewayStack, args: argparse.Namespace) -> tupl
         return await _run(args.concurrency, args.requests, call)
 
 
-def _cpu_seconds(root: int) -> float:
-    """User + system CPU of ``root`` and its descendants (children of a prefork pool included)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    times: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        children.setdefault(int(fields[1]), []).append(pid)
-        times[pid] = (int(fields[11]) + int(fields[12])) / ticks
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo += children.get(pid, [])
+def _service_cpu(services: list[ServiceProcess | None]) -> float:
+    """CPU seconds of these services' processes, their pool children included."""
+    total = 0.0
+    for pid in _pids(services):
+        total += cpu_seconds(pid, with_children=True)
     return total
 
 
@@ -189,10 +174,10 @@ def main() -> None:
             lat, err = asyncio.run(direct(stack, args))
             base += lat
             base_err += err
-            before = _cpu_seconds(_pids([stack.gateway])[0]), sum(map(_cpu_seconds, _pids(list(stack.workers))))
+            before = _service_cpu([stack.gateway]), _service_cpu(list(stack.workers))
             lat, err = asyncio.run(through_gateway(stack, args))
-            gateway_cpu += _cpu_seconds(_pids([stack.gateway])[0]) - before[0]
-            worker_cpu += sum(map(_cpu_seconds, _pids(list(stack.workers)))) - before[1]
+            gateway_cpu += _service_cpu([stack.gateway]) - before[0]
+            worker_cpu += _service_cpu(list(stack.workers)) - before[1]
             gw += lat
             gw_err += err
         _stop_profiles(samplers)

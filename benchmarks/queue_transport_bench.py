@@ -54,7 +54,7 @@ from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.celery_app import make_celery
 from services.jobs.redis_client import redis_client
-from tests.helpers.processes import RedisServer
+from tests.helpers.processes import RedisServer, cpu_seconds
 
 DONE = "ttc.bench.done"
 CELERY_QUEUE = "ttc.bench.celery"
@@ -194,30 +194,6 @@ async def list_consumer(redis_url: str, slots: int) -> None:
 # ---------------------------------------------------------------- publisher (this process)
 
 
-def proc_cpu(pid: int, with_children: bool = False) -> float:
-    """User + system CPU seconds of ``pid`` (all its threads), plus its descendants if asked."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    times: dict[int, float] = {}
-    entries = Path("/proc").iterdir() if with_children else iter([Path(f"/proc/{pid}")])
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        total += times.get(current, 0.0)
-        if with_children:
-            todo += children.get(current, [])
-    return total
-
-
 @dataclass
 class Phase:
     transport: str
@@ -325,9 +301,9 @@ class Publisher:
     def _cpu(self, transport: str) -> tuple[float, float, float]:
         consumer = self.pids.get(transport.split("-")[0])
         return (
-            proc_cpu(os.getpid()),
-            proc_cpu(consumer, with_children=True) if consumer is not None else 0.0,
-            proc_cpu(self.pids["redis"]),
+            cpu_seconds(os.getpid()),
+            cpu_seconds(consumer, with_children=True) if consumer is not None else 0.0,
+            cpu_seconds(self.pids["redis"]),
         )
 
     async def _timed(

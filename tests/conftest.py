@@ -18,3 +18,13 @@ def redis_server() -> Iterator[RedisServer]:
     server = RedisServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A private Redis for one test module: its keys and queues are its own."""
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

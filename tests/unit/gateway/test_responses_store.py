@@ -4,7 +4,6 @@ and retrieval from the one job store while a background response runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,18 +18,8 @@ from services.gateway.responses.store import ResponseStore, StoredResponse, resp
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.record import JobRecord
-from tests.helpers.processes import RedisServer
 
 JOB = "feedfacefeedfacefeedfacefeedface"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def run(coro: Any) -> Any:

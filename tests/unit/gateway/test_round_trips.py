@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,16 +22,6 @@ from services.jobs import events as ev
 from services.jobs.celery_app import make_celery
 from services.jobs.record import JobRecord
 from services.jobs.trace_store import TraceStore, owner_key, trace_key
-from tests.helpers.processes import RedisServer
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 from services.jobs.celery_app import make_celery
 from services.jobs.celery_message import search_message
 from services.jobs.events import SEARCH_TASK
-from tests.helpers.processes import RedisServer
 
 # Per-message fields: fresh ids, the sender's name, and what only logs read.
 PER_MESSAGE = {("properties", "delivery_tag"), ("headers", "origin"), ("headers", "argsrepr")}
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def _decoded(raw: bytes | str) -> dict[str, Any]:
