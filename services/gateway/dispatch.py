@@ -54,7 +54,7 @@ class Dispatcher:
         self._depth, self._depth_at = depth, time.monotonic()
 
     async def enqueue(self, job: orchestrator_pb2.SearchJob, record: JobRecord) -> None:
-        """Store the job's record (status ``queued``), then send it to the workers.
+        """Store the job's record (status ``queued``) and send the job to the workers, in one transaction.
 
         The job carries its owner (the record's caller: the trace store records it) and the
         trace context of the ``gateway/enqueue`` span, so the worker's search joins this trace."""
