@@ -140,6 +140,16 @@ def test_gateway_restart_keeps_background_results(stack: GatewayStack) -> None:
         assert result.json()["usage"]["completion_tokens"] >= 1
 
 
+def _wait_cancelled_and_aborted(stack: GatewayStack, job_id: str, aborted_before: float) -> None:
+    """The job's record says cancelled and the engine counted one more cancelled request."""
+    stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
+    stack.wait_for(
+        lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted_before,
+        timeout=30,
+        what="engine abort",
+    )
+
+
 def _engine_in_flight(stack: GatewayStack) -> float:
     """Policy calls in flight; a streamed answer generates through GenerateStream."""
     return sum(
@@ -170,12 +180,7 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
         _wait_running(stack, job_id)
         stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
     # The client hung up: the job is cancelled and the engine request aborted.
-    stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
-    stack.wait_for(
-        lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted_before,
-        timeout=30,
-        what="engine abort",
-    )
+    _wait_cancelled_and_aborted(stack, job_id, aborted_before)
     assert _engine_in_flight(stack) == 0
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="disconnect") >= 1
     assert _result_events(stack, job_id) == 1
@@ -211,12 +216,7 @@ def test_waiting_client_hang_up_cancels_job_and_aborts_engine(stack: GatewayStac
         _wait_running(stack, job_id)
         stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
     # The socket is closed: the waiting request hung up.
-    stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
-    stack.wait_for(
-        lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted_before,
-        timeout=30,
-        what="engine abort",
-    )
+    _wait_cancelled_and_aborted(stack, job_id, aborted_before)
     assert _result_events(stack, job_id) == 1
 
 

@@ -14,7 +14,7 @@ import pytest
 from services.common.errors import FIELD_METADATA_KEY
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e import policy_tool_checks as tool_checks
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import free_port, grpc_healthy, start_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -24,16 +24,7 @@ QUESTION = "Name three colours of the rainbow."
 @pytest.fixture(scope="module")
 def policy() -> Iterator[tuple[policy_pb2_grpc.PolicyStub, str]]:
     port, metrics_port = free_port(), free_port()
-    proc = ServiceProcess(
-        "policy",
-        env={
-            "TTC_POLICY_HOST": "127.0.0.1",
-            "TTC_POLICY_PORT": str(port),
-            "TTC_POLICY_METRICS_PORT": str(metrics_port),
-            "TTC_POLICY_MODEL": "smollm2-135m",
-            "TTC_POLICY_STATS_INTERVAL_S": "0.2",
-        },
-    ).start()
+    proc = start_policy("smollm2-135m", port, metrics_port, TTC_POLICY_STATS_INTERVAL_S="0.2")
     try:
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -275,15 +266,7 @@ def test_stats_report_live_kv_utilization(policy: tuple[policy_pb2_grpc.PolicySt
 @pytest.fixture(scope="module")
 def qwen() -> Iterator[policy_pb2_grpc.PolicyStub]:
     port = free_port()
-    proc = ServiceProcess(
-        "policy",
-        env={
-            "TTC_POLICY_HOST": "127.0.0.1",
-            "TTC_POLICY_PORT": str(port),
-            "TTC_POLICY_METRICS_PORT": str(free_port()),
-            "TTC_POLICY_MODEL": "qwen2.5-coder-0.5b",
-        },
-    ).start()
+    proc = start_policy("qwen2.5-coder-0.5b", port)
     try:
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=300)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:

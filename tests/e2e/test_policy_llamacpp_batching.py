@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import free_port, grpc_healthy, start_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -38,15 +38,7 @@ PROMPTS = [
 @pytest.fixture(scope="module")
 def stub() -> Iterator[policy_pb2_grpc.PolicyStub]:
     port = free_port()
-    proc = ServiceProcess(
-        "policy",
-        env={
-            "TTC_POLICY_HOST": "127.0.0.1",
-            "TTC_POLICY_PORT": str(port),
-            "TTC_POLICY_METRICS_PORT": str(free_port()),
-            "TTC_POLICY_MODEL": "smollm2-135m",
-        },
-    ).start()
+    proc = start_policy("smollm2-135m", port)
     try:
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -170,17 +162,9 @@ def test_requests_beyond_the_parallel_limit_wait_and_the_gauge_shows_it() -> Non
     import httpx
 
     port, metrics_port = free_port(), free_port()
-    proc = ServiceProcess(
-        "policy",
-        env={
-            "TTC_POLICY_HOST": "127.0.0.1",
-            "TTC_POLICY_PORT": str(port),
-            "TTC_POLICY_METRICS_PORT": str(metrics_port),
-            "TTC_POLICY_MODEL": "smollm2-135m",
-            "TTC_POLICY_PARALLEL_REQUESTS": "1",
-            "TTC_POLICY_STATS_INTERVAL_S": "0.1",
-        },
-    ).start()
+    proc = start_policy(
+        "smollm2-135m", port, metrics_port, TTC_POLICY_PARALLEL_REQUESTS="1", TTC_POLICY_STATS_INTERVAL_S="0.1"
+    )
 
     def waiting_gauge() -> float:
         for line in httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text.splitlines():

@@ -203,3 +203,16 @@ def cpu_seconds(pid: int, with_children: bool = False) -> float:
         if with_children:
             todo += children.get(current, [])
     return total
+
+
+def start_policy(model: str, port: int, metrics_port: int | None = None, **env: str) -> ServiceProcess:
+    """The policy service for ``model`` on 127.0.0.1:``port`` (metrics on ``metrics_port``, a free
+    port if not given), with extra ``TTC_POLICY_*`` settings; the caller waits for it to be healthy."""
+    settings = {
+        "TTC_POLICY_HOST": "127.0.0.1",
+        "TTC_POLICY_PORT": str(port),
+        "TTC_POLICY_METRICS_PORT": str(metrics_port or free_port()),
+        "TTC_POLICY_MODEL": model,
+        **env,
+    }
+    return ServiceProcess("policy", env=settings).start()
