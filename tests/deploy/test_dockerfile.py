@@ -198,3 +198,16 @@ def test_requirement_steps_read_pinned_lists_from_pyproject() -> None:
         assert all("==" in r for r in requirements), "image dependencies must be pinned"
     runtime = subprocess.run([sys.executable, "-c", snippets[0]], cwd=ROOT, capture_output=True, text=True).stdout
     assert any(r.startswith("grpcio==") for r in runtime.split())
+
+
+def test_the_engine_is_built_portably_and_checked(dockerfile: tuple[list[str], dict[str, Stage]]) -> None:
+    """The image and `make install` compile llama.cpp with the one flag source, without pip's
+    cache, and both run the instruction-set check on what they built (issue #19)."""
+    _, stages = dockerfile
+    runs = " ".join(rest for o, rest in stages["builder-llamacpp"].instructions if o == "RUN")
+    assert 'CMAKE_ARGS="$(scripts/llama_cmake_args.sh)"' in runs
+    assert "--no-cache-dir" in runs and "--no-binary llama-cpp-python" in runs
+    assert "scripts/check_engine_isa.py" in runs
+    makefile = (ROOT / "Makefile").read_text()
+    assert 'CMAKE_ARGS="$$(scripts/llama_cmake_args.sh)"' in makefile
+    assert makefile.count("scripts/check_engine_isa.py") >= 2  # after the build, and in `make test`
