@@ -1,0 +1,1 @@
+"""Candidate pools: draw once through the real services, price every configuration offline."""

@@ -1,0 +1,176 @@
+"""Draw one problem's pool through the real policy and sandbox services.
+
+Per math-like problem: a greedy chain of thought and ``k`` sampled ones (the problem's own
+messages, as a request through the gateway sends them), and a greedy program and ``k``
+sampled ones, written from the program-of-thought strategy's own prompt
+(:func:`~services.orchestrator.strategies.program.program_messages`), extracted with its
+:func:`~services.orchestrator.strategies.program.program_source`, run in the sandbox with its
+time limit, and keyed with its answer rules (``program_answer``, ``vote_key`` with the
+question's requested decimals). Per code problem: a greedy completion and ``k`` sampled ones,
+each scored by the hidden tests in the sandbox. Calls run one after another, so each call's
+wall time is its own (the latency model is fitted on them).
+
+``program_version`` fingerprints everything of the strategy a program pool depends on; a
+chunk drawn under another fingerprint is stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from services.common.answers import extract_answer, normalize_for_vote, program_answer, requested_decimals, vote_key
+from services.common.difficulty_features import estimation_text
+from services.common.task_type import classify_task
+from services.evaluation.checkers import check_code, program_for
+from services.evaluation.datasets import Problem
+from services.evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
+from services.evaluation.problemset import answer_correct, family_of
+from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
+from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
+from services.orchestrator.interfaces import ComponentError, Generation, Message
+from services.orchestrator.strategies import program as pot
+
+_STDOUT_KEPT = 2_000
+
+
+@dataclass(frozen=True)
+class DrawSettings:
+    """How a pool is drawn; recorded in every chunk header (a change makes older chunks stale)."""
+
+    k: int = 8
+    temperature: float = 0.7
+    top_p: float = 1.0
+    cot_max_tokens: int = 1024
+    program_max_tokens: int = pot.PROGRAM_MAX_TOKENS
+    code_max_tokens: int = 768
+    program_timeout_s: float = pot.ProgramOfThought.timeout_s
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def program_version() -> str:
+    """A fingerprint of what a program pool depends on in the strategy: the rendered program
+    prompt of a probe problem, the program token cap, and the source of the functions that
+    extract, run-decide and key a program's answer."""
+    probe = pot.program_messages((Message("system", "S"), Message("user", "Q")))
+    parts = [repr(probe), str(pot.PROGRAM_MAX_TOKENS), str(pot.ProgramOfThought.timeout_s)]
+    parts += [inspect.getsource(f) for f in (pot.program_source, program_answer, vote_key)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _seeds(problem_id: str, kind: str, seed: int, count: int) -> list[int]:
+    digest = hashlib.sha256(f"{seed}:{problem_id}:{kind}".encode()).digest()
+    base = int.from_bytes(digest[:4], "big")
+    return [base + i for i in range(count)]
+
+
+class PoolDrawer:
+    """Draws pools over a ``GrpcPolicy``, a ``GrpcExecutor`` and the sandbox stub."""
+
+    def __init__(self, policy: GrpcPolicy, executor: GrpcExecutor, sandbox: sandbox_pb2_grpc.SandboxStub,
+                 settings: DrawSettings) -> None:  # fmt: skip
+        self._policy = policy
+        self._executor = executor
+        self._sandbox = sandbox
+        self.settings = settings
+
+    async def draw(self, problem: Problem, split: str) -> ProblemPool:
+        family = family_of(problem)
+        messages = tuple(Message(m["role"], m["content"]) for m in problem.messages())
+        draws: dict[str, Draw] = {}
+        if problem.check == "code":
+            draws["code"] = await self._draw(problem, "code", messages, self.settings.code_max_tokens)
+        else:
+            draws["cot"] = await self._draw(problem, "cot", messages, self.settings.cot_max_tokens)
+            program = pot.program_messages(messages)
+            draws["program"] = await self._draw(problem, "program", program, self.settings.program_max_tokens)
+        task_type = classify_task(estimation_text([("user", problem.question)], ""))
+        return ProblemPool(problem.to_dict(), family.name, family.kind, split, task_type, draws)
+
+    async def _generate(self, messages: tuple[Message, ...], seeds: list[int], temperature: float,
+                        max_tokens: int, logprobs: bool) -> tuple[Generation, Call]:  # fmt: skip
+        started = time.perf_counter()
+        generation = await self._policy.generate(
+            messages, assistant_prefix="", n=len(seeds), seeds=seeds, max_tokens=max_tokens,
+            temperature=temperature, top_p=self.settings.top_p, stop=(), logprobs=logprobs,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        call = Call(
+            n=len(seeds), temperature=temperature, max_tokens=max_tokens,
+            prompt_tokens=generation.prompt_tokens, cached_tokens=generation.cached_tokens,
+            completion_tokens=sum(c.completion_tokens for c in generation.candidates), wall_s=round(wall, 4),
+        )  # fmt: skip
+        return generation, call
+
+    async def _draw(self, problem: Problem, kind: DrawKind, messages: tuple[Message, ...], max_tokens: int) -> Draw:
+        """Greedy alone first (as the strategies draw it), then ``k`` sampled in one call; the
+        sampled chains of thought carry logprobs (self-consistency breaks ties with them)."""
+        s = self.settings
+        seeds = _seeds(problem.id, kind, s.seed, s.k + 1)
+        greedy, greedy_call = await self._generate(messages, seeds[:1], 0.0, max_tokens, False)
+        sampled, sampled_call = await self._generate(messages, seeds[1:], s.temperature, max_tokens, kind == "cot")
+        drawn = [(c, 0, True) for c in greedy.candidates] + [(c, 1, False) for c in sampled.candidates]
+        candidates = await asyncio.gather(
+            *(self._judge(problem, kind, i, c, call, g) for i, (c, call, g) in enumerate(drawn))
+        )
+        return Draw(kind, tuple(candidates), (greedy_call, sampled_call))
+
+    async def _judge(self, problem: Problem, kind: DrawKind, index: int, candidate: Any, call: int,
+                     greedy: bool) -> PoolCandidate:  # fmt: skip
+        base = {
+            "index": index, "greedy": greedy, "seed": candidate.seed, "call": call, "text": candidate.text,
+            "completion_tokens": candidate.completion_tokens, "cut": candidate.finish_reason == "length",
+        }  # fmt: skip
+        if kind == "cot":
+            decimals = requested_decimals(problem.question)
+            answer = extract_answer(candidate.text)
+            return PoolCandidate(
+                **base, key=normalize_for_vote(candidate.text, decimals=decimals),
+                correct=answer_correct(problem, answer), answer=answer or "", mean_logprob=candidate.mean_logprob,
+            )  # fmt: skip
+        if kind == "program":
+            return await self._run_program(problem, base, candidate.text)
+        return await self._run_code(problem, base, candidate.text)
+
+    async def _run_program(self, problem: Problem, base: dict[str, Any], text: str) -> PoolCandidate:
+        program = pot.program_source(text)
+        if program is None:  # the strategy abstains without a sandbox run
+            return PoolCandidate(**base, key="", correct=False)
+        try:
+            run = await self._executor.run(program, wall_seconds=self.settings.program_timeout_s)
+        except ComponentError as err:
+            return PoolCandidate(**base, key="", correct=None, program=program, error=f"sandbox: {err}")
+        answer = program_answer(run.stdout) if run.status == "ok" else None
+        key = vote_key(answer, decimals=requested_decimals(problem.question)) if answer else ""
+        return PoolCandidate(
+            **base, key=key, correct=answer_correct(problem, answer), answer=answer or "", program=program,
+            status=run.status, stdout=run.stdout[-_STDOUT_KEPT:], sandbox_s=round(run.wall_seconds, 4),
+        )  # fmt: skip
+
+    async def _run_code(self, problem: Problem, base: dict[str, Any], text: str) -> PoolCandidate:
+        seconds: list[float] = []
+
+        async def runner(program: str, check: str) -> bool:
+            reply = await self._sandbox.Execute(
+                sandbox_pb2.ExecuteRequest(
+                    language="python", code=program, tests=[sandbox_pb2.TestCase(name="hidden", check_code=check)]
+                ),
+                timeout=60.0,
+            )
+            if reply.outcome.status == sandbox_pb2.EXEC_STATUS_SANDBOX_ERROR:
+                raise RuntimeError(reply.message or "sandbox error")
+            seconds.append(sum(t.outcome.wall_seconds for t in reply.tests))
+            return bool(reply.tests) and all(t.passed for t in reply.tests)
+
+        verdict = await check_code(problem, text, runner)
+        return PoolCandidate(
+            **base, key=verdict.answer or "", correct=verdict.correct, program=program_for(problem, text),
+            sandbox_s=round(sum(seconds), 4), error=verdict.error,
+        )  # fmt: skip

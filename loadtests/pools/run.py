@@ -1,0 +1,199 @@
+"""A pool run that stops and resumes at any point: chunks of a few problems, each written
+whole with its provenance, each drawn under the shared model lock.
+
+On start the run reads the chunks already in its folder and draws only the problems none of
+them holds. A chunk whose draw settings or program version differ from this run's is stale:
+with ``redraw_stale`` its problems are drawn again (and the stale file is removed once every
+problem in it has a newer record); without it, stale program versions are kept and reported,
+and differing draw settings are an error (pools of different ``k`` or temperatures do not mix).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
+from loadtests.pools.services import ROOT, Service, model_lock, policy_service, sandbox_service
+from services.common.grpc_client import insecure_channel
+from services.evaluation.datasets import SPLIT_SALT, Problem
+from services.evaluation.pools import DRAW_KINDS, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
+from services.gen.ttc.v1 import sandbox_pb2_grpc
+from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
+
+DEFAULT_POOLS = ROOT / "docs" / "data" / "calibration" / "pools"
+
+
+class StaleSettings(RuntimeError):
+    """Chunks in the folder were drawn with other settings and no re-draw was asked for."""
+
+
+def git_describe() -> str:
+    out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def model_sha256(model: str) -> str:
+    from services.policy.models import REGISTRY, sha256_of
+
+    spec = REGISTRY.get(model)
+    return spec.sha256 if spec is not None else sha256_of(Path(model))
+
+
+@dataclass
+class RunPlan:
+    todo: list[Problem]
+    next_seq: int
+    stale: list[Chunk] = field(default_factory=list)
+    kept_stale: int = 0  # problems kept from chunks of another program version
+
+
+def is_stale(chunk: Chunk, settings: DrawSettings, version: str) -> bool:
+    return chunk.header.get("settings") != settings.as_dict() or chunk.header.get("program_version") != version
+
+
+def plan(directory: Path, split: str, problems: Sequence[Problem], settings: DrawSettings, version: str,
+         *, redraw_stale: bool, sha256: str) -> RunPlan:  # fmt: skip
+    """What is left to draw, the next chunk number and the stale chunks."""
+    chunks = list(iter_chunks(directory, split))
+    for chunk in chunks:
+        if chunk.header.get("model_sha256") != sha256:
+            raise StaleSettings(f"{chunk.path}: drawn from model sha256 {chunk.header.get('model_sha256')}")
+    stale = [c for c in chunks if is_stale(c, settings, version)]
+    other_settings = [c for c in stale if c.header.get("settings") != settings.as_dict()]
+    if other_settings and not redraw_stale:
+        raise StaleSettings(
+            f"{other_settings[0].path} was drawn with settings {other_settings[0].header.get('settings')}, this run "
+            f"uses {settings.as_dict()}: pass --redraw-stale, or draw into another folder"
+        )
+    fresh = [c for c in chunks if not redraw_stale or c not in stale]
+    done = set(latest_pools(fresh))
+    kept = sum(len(c.pools) for c in stale) if not redraw_stale else 0
+    todo = [p for p in problems if p.id not in done]
+    return RunPlan(todo, max((c.seq for c in chunks), default=0) + 1, stale if redraw_stale else [], kept)
+
+
+def counts(pools: Sequence[ProblemPool]) -> dict[str, Any]:
+    """Per kind of draw: candidates, cut ones (stopped at max_tokens) and correct ones."""
+    out: dict[str, Any] = {"problems": len(pools)}
+    for kind in DRAW_KINDS:
+        cands = [c for p in pools if kind in p.draws for c in p.draws[kind].candidates]
+        if cands:
+            out[kind] = {
+                "candidates": len(cands),
+                "cut": sum(c.cut for c in cands),
+                "correct": sum(bool(c.correct) for c in cands),
+                "unchecked": sum(c.correct is None for c in cands),
+            }
+    return out
+
+
+def remove_replaced(directory: Path, split: str, stale: Sequence[Chunk]) -> list[Path]:
+    """Delete stale chunk files whose every problem now has a newer record."""
+    latest = latest_pools(iter_chunks(directory, split))
+    removed = []
+    for chunk in stale:
+        if chunk.path.exists() and all(latest[p.id][1].seq > chunk.seq for p in chunk.pools):
+            chunk.path.unlink()
+            removed.append(chunk.path)
+    return removed
+
+
+@dataclass
+class PoolRun:
+    """Draw ``problems`` of ``split`` for ``model`` into ``directory``, ``chunk_size`` per chunk."""
+
+    model: str
+    split: str
+    problems: Sequence[Problem]
+    directory: Path
+    settings: DrawSettings
+    data: dict[str, Any]
+    chunk_size: int = 5
+    redraw_stale: bool = False
+    hours: float = 0.0  # 0: no time limit
+    policy_target: str = ""
+    sandbox_target: str = ""
+    _services: list[Service] = field(default_factory=list)
+    _drawer_cache: PoolDrawer | None = None
+
+    def log(self, message: str) -> None:
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+
+    async def run(self) -> int:
+        """Draw until done or out of time; returns the number of problems drawn."""
+        version, sha256, describe = program_version(), model_sha256(self.model), git_describe()
+        todo = plan(self.directory, self.split, self.problems, self.settings, version,
+                    redraw_stale=self.redraw_stale, sha256=sha256)  # fmt: skip
+        self.log(f"{self.model} {self.split}: {len(self.problems)} problems, {len(todo.todo)} to draw, "
+                 f"{len(todo.stale)} stale chunk(s) to re-draw, {todo.kept_stale} kept from other program versions; "
+                 f"program version {version}, code {describe}")  # fmt: skip
+        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
+        seq, drawn = todo.next_seq, 0
+        try:
+            for start in range(0, len(todo.todo), self.chunk_size):
+                if deadline is not None and time.monotonic() > deadline:
+                    self.log("time limit reached")
+                    break
+                batch = todo.todo[start : start + self.chunk_size]
+                with model_lock() as waited:
+                    began = time.monotonic()
+                    drawer = await self._drawer()
+                    pools = [await drawer.draw(p, self.split) for p in batch]
+                    wall = time.monotonic() - began
+                header = {
+                    "git_describe": describe, "model": self.model, "model_sha256": sha256,
+                    "program_version": version, "settings": self.settings.as_dict(), "data": self.data,
+                    "counts": counts(pools), "drawn_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "wall_s": round(wall, 1), "lock_wait_s": round(waited, 1), "loadavg": list(os.getloadavg()),
+                }  # fmt: skip
+                path = write_chunk(self.directory, self.split, seq, header, pools)
+                seq, drawn = seq + 1, drawn + len(pools)
+                for old in remove_replaced(self.directory, self.split, todo.stale):
+                    self.log(f"removed stale {old.name}")
+                self.log(f"{path.name}: {len(pools)} problems in {wall:.0f}s (waited {waited:.0f}s for the lock); "
+                         f"{drawn}/{len(todo.todo)} this run; {header['counts']}")  # fmt: skip
+        finally:
+            for service in reversed(self._services):
+                service.stop()
+        return drawn
+
+    async def _drawer(self) -> PoolDrawer:
+        """The drawer, starting the services on first use (inside the lock: loading the model is
+        a model workload)."""
+        if self._drawer_cache is not None:
+            return self._drawer_cache
+        policy_target, sandbox_target = self.policy_target, self.sandbox_target
+        if not policy_target:
+            service = await asyncio.to_thread(policy_service(self.model).start, 600.0)
+            self._services.append(service)
+            policy_target = service.target
+        if not sandbox_target:
+            service = await asyncio.to_thread(sandbox_service().start, 60.0)
+            self._services.append(service)
+            sandbox_target = service.target
+        self.log(f"policy at {policy_target}, sandbox at {sandbox_target}")
+        drawer = PoolDrawer(
+            GrpcPolicy(insecure_channel(policy_target), "", timeout=1800.0),
+            GrpcExecutor(insecure_channel(sandbox_target)),
+            sandbox_pb2_grpc.SandboxStub(insecure_channel(sandbox_target)),
+            self.settings,
+        )
+        self._drawer_cache = drawer
+        return drawer
+
+
+def data_provenance(split: str, seed: int, per_family: int, families: Sequence[str]) -> dict[str, Any]:
+    return {
+        "split": split,
+        "seed": seed,
+        "per_family": per_family,
+        "families": list(families),
+        "split_salt": SPLIT_SALT,
+    }

@@ -1,0 +1,126 @@
+"""The real policy and sandbox services a pool is drawn through, and the shared model lock.
+
+Pools are drawn through the same gRPC services a request goes through (``ttc serve policy``,
+``ttc serve sandbox``), so a candidate in a pool is what the strategy would have received.
+The drawer starts both on free 127.0.0.1 ports unless it is given running targets.
+
+The model lock (``fcntl.flock`` on ``/tmp/ttc-model.lock``, the lock e2e tests and benchmarks
+take) is held only while a chunk is drawn, so other model workloads run between chunks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_LOCK = Path("/tmp/ttc-model.lock")
+# Slot uids of the drawer's sandbox: apart from the ranges the e2e tests use.
+SANDBOX_UID_BASE = 160_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def healthy(target: str) -> bool:
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+        except grpc.RpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+@dataclass
+class Service:
+    """One ``ttc serve <name>`` child on a free port, its log in a temporary file."""
+
+    name: str
+    env: dict[str, str]
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(default_factory=lambda: Path(tempfile.mkstemp(prefix="ttc-pools-", suffix=".log")[1]))
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float) -> Service:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TTC_LOG_JSON": "false", **self.env}
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "services.cli", "serve", self.name],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
+            if healthy(self.target):
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"{self.name} not healthy after {timeout_s}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def policy_service(model: str) -> Service:
+    port = free_port()
+    env = {
+        "TTC_POLICY_HOST": "127.0.0.1",
+        "TTC_POLICY_PORT": str(port),
+        "TTC_POLICY_METRICS_PORT": str(free_port()),
+        "TTC_POLICY_MODEL": model,
+    }
+    return Service("policy", env, port)
+
+
+def sandbox_service(slots: int = 4) -> Service:
+    port = free_port()
+    env = {
+        "TTC_SANDBOX_PORT": str(port),
+        "TTC_SANDBOX_METRICS_PORT": str(free_port()),
+        "TTC_SANDBOX_MAX_CONCURRENCY": str(slots),
+        "TTC_SANDBOX_UID_BASE": str(SANDBOX_UID_BASE),
+    }
+    return Service("sandbox", env, port)
+
+
+@contextmanager
+def model_lock(path: Path = MODEL_LOCK) -> Iterator[float]:
+    """Hold the shared model lock; yields the seconds spent waiting for it."""
+    started = time.monotonic()
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield time.monotonic() - started
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

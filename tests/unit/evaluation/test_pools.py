@@ -1,0 +1,79 @@
+"""Pool chunks: written whole, read back equal, newest record wins; a run resumes after them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtests.pools.draw import DrawSettings, program_version
+from loadtests.pools.run import StaleSettings, counts, plan, remove_replaced
+from services.evaluation.datasets import Problem
+from services.evaluation.pools import iter_chunks, read_chunk, read_pools, write_chunk
+from tests.unit.evaluation.pool_fixtures import draw, pool
+
+SHA = "f" * 64
+
+
+def header(settings: DrawSettings, version: str) -> dict[str, object]:
+    return {"model_sha256": SHA, "settings": settings.as_dict(), "program_version": version, "git_describe": "x"}
+
+
+def test_a_chunk_round_trips_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    p = pool("a", cot=draw("cot", ("1", True), [("1", True), ("2", False)], logprobs=[-0.1, -0.2]))
+    path = write_chunk(tmp_path, "calibration", 1, {"model": "m"}, [p])
+    chunk = read_chunk(path)
+    assert chunk.pools == (p,) and chunk.header["problems"] == 1 and chunk.seq == 1
+    assert [f.name for f in tmp_path.iterdir()] == ["calibration-00001.jsonl"]
+
+
+def test_a_truncated_chunk_is_refused(tmp_path: Path) -> None:
+    path = write_chunk(tmp_path, "calibration", 1, {}, [pool("a"), pool("b")])
+    path.write_text("\n".join(path.read_text().splitlines()[:2]) + "\n")
+    with pytest.raises(ValueError, match="header counts 2"):
+        read_chunk(path)
+
+
+def test_the_newest_chunk_wins_and_order_is_first_drawn(tmp_path: Path) -> None:
+    write_chunk(tmp_path, "calibration", 1, {}, [pool("a", "old"), pool("b")])
+    write_chunk(tmp_path, "calibration", 2, {}, [pool("a", "new")])
+    pools = read_pools(tmp_path)
+    assert [(p.id, p.kind) for p in pools] == [("a", "new"), ("b", "arithmetic")]
+
+
+def problems(*ids: str) -> list[Problem]:
+    return [Problem(i, "chain_sum", 1, f"question {i}", "1") for i in ids]
+
+
+def test_a_run_resumes_after_its_chunks(tmp_path: Path) -> None:
+    s, v = DrawSettings(), program_version()
+    write_chunk(tmp_path, "calibration", 1, header(s, v), [pool("a"), pool("b")])
+    left = plan(tmp_path, "calibration", problems("a", "b", "c"), s, v, redraw_stale=False, sha256=SHA)
+    assert [p.id for p in left.todo] == ["c"] and left.next_seq == 2 and not left.stale
+
+
+def test_other_settings_need_a_redraw_and_other_versions_are_kept_unless_asked(tmp_path: Path) -> None:
+    s, v = DrawSettings(), program_version()
+    write_chunk(tmp_path, "calibration", 1, header(DrawSettings(k=4), v), [pool("a")])
+    with pytest.raises(StaleSettings, match="--redraw-stale"):
+        plan(tmp_path, "calibration", problems("a"), s, v, redraw_stale=False, sha256=SHA)
+    write_chunk(tmp_path, "calibration", 1, header(s, "older"), [pool("a")])
+    kept = plan(tmp_path, "calibration", problems("a"), s, v, redraw_stale=False, sha256=SHA)
+    assert kept.todo == [] and kept.kept_stale == 1
+    redo = plan(tmp_path, "calibration", problems("a"), s, v, redraw_stale=True, sha256=SHA)
+    assert [p.id for p in redo.todo] == ["a"] and len(redo.stale) == 1
+    write_chunk(tmp_path, "calibration", redo.next_seq, header(s, v), [pool("a")])
+    assert [p.name for p in remove_replaced(tmp_path, "calibration", redo.stale)] == ["calibration-00001.jsonl"]
+    assert [c.seq for c in iter_chunks(tmp_path)] == [2]
+
+
+def test_a_pool_from_another_model_is_refused(tmp_path: Path) -> None:
+    s, v = DrawSettings(), program_version()
+    write_chunk(tmp_path, "calibration", 1, {**header(s, v), "model_sha256": "0" * 64}, [pool("a")])
+    with pytest.raises(StaleSettings, match="model sha256"):
+        plan(tmp_path, "calibration", problems("a"), s, v, redraw_stale=False, sha256=SHA)
+
+
+def test_counts_report_cut_and_correct_candidates() -> None:
+    p = pool("a", cot=draw("cot", ("1", True), [("1", True), ("2", False)]))
+    assert counts([p]) == {"problems": 1, "cot": {"candidates": 3, "cut": 0, "correct": 2, "unchecked": 0}}

@@ -1,0 +1,64 @@
+"""The calibration problem set: big and broad enough, deterministic, and its splits disjoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.evaluation.datasets import Problem
+from services.evaluation.problemset import (
+    FAMILIES,
+    UnknownFamily,
+    answer_correct,
+    build_problem_set,
+    check_disjoint,
+    family_of,
+)
+
+
+@pytest.fixture(scope="module")
+def splits() -> dict[str, list[Problem]]:
+    return {s: build_problem_set(s) for s in ("calibration", "heldout")}
+
+
+def test_each_split_has_the_size_and_breadth_the_ladder_needs(splits: dict[str, list[Problem]]) -> None:
+    for problems in splits.values():
+        assert len(problems) >= 200
+        assert len({p.dataset for p in problems}) >= 10
+        kinds = {family_of(p).kind for p in problems}
+        assert {"arithmetic", "word", "code", "math", "counting", "conversion", "logic"} <= kinds
+        assert len({p.id for p in problems}) == len(problems)
+    # Round-robin: the first len(FAMILIES) problems cover every family (a run stopped early is broad).
+    assert {p.dataset for p in splits["calibration"][: len(FAMILIES)]} == {f.name for f in FAMILIES}
+
+
+def test_splits_are_disjoint_and_deterministic(splits: dict[str, list[Problem]]) -> None:
+    check_disjoint(splits["calibration"], splits["heldout"])
+    again = build_problem_set("calibration", families=["letter_counting", "humaneval"], per_family=4)
+    assert [p.id for p in again] == [p.id for p in build_problem_set("calibration",
+                                     families=["letter_counting", "humaneval"], per_family=4)]  # fmt: skip
+    with pytest.raises(AssertionError):
+        check_disjoint(splits["calibration"][:3], splits["calibration"][2:5])
+
+
+def test_swapped_splits_are_caught(splits: dict[str, list[Problem]]) -> None:
+    with pytest.raises(AssertionError, match="wrong side"):
+        check_disjoint(splits["heldout"][:3], splits["calibration"][:3])
+
+
+def test_new_families_are_checked_by_their_generator(splits: dict[str, list[Problem]]) -> None:
+    new = [p for p in splits["calibration"] if "rg_entry" in p.extra]
+    assert {p.dataset for p in new} >= {"knights_knaves", "number_sorting", "spell_backward", "calendar_arithmetic"}
+    for problem in new:
+        assert answer_correct(problem, problem.reference), problem.id
+        assert not answer_correct(problem, "no answer here"), problem.id
+        assert not answer_correct(problem, None)
+
+
+def test_code_problems_keep_their_hidden_tests_out_of_the_question(splits: dict[str, list[Problem]]) -> None:
+    code = [p for p in splits["heldout"] if p.check == "code"]
+    assert code and all(p.extra["test"] not in p.question for p in code)
+
+
+def test_unknown_family_is_named() -> None:
+    with pytest.raises(UnknownFamily, match="known: basic_arithmetic"):
+        build_problem_set("calibration", families=["nope"])
