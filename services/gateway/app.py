@@ -21,7 +21,6 @@ from services.common.metrics import ServiceMetrics
 from services.common.settings import CommonSettings
 from services.gateway.auth import Authenticator, parse_api_keys
 from services.gateway.difficulty import load_encoder, make_estimator
-from services.gateway.dispatch import Dispatcher
 from services.gateway.effort import EFFORTS, parse_model_defaults
 from services.gateway.errors import install_error_handlers
 from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, parse_pairs
@@ -34,12 +33,14 @@ from services.gateway.responses.store import ResponseStore
 from services.gateway.routers import chat, completions, health, jobs, models, responses, traces
 from services.gateway.routing import load_routing_table
 from services.gateway.serving import Serving
+from services.gateway.session import Sessions
 from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import TracingMiddleware
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
 from services.jobs import validation
 from services.jobs.celery_app import make_celery
+from services.jobs.queue import JobQueue
 from services.jobs.redis_client import redis_client
 from services.jobs.settings import JobsSettings
 from services.jobs.trace_store import TraceStore
@@ -99,7 +100,7 @@ def build_app(
         stub = cast(policy_pb2_grpc.PolicyStub, RoutedPolicy(watch))  # the probe goes to the model's deployment
         metrics.watch_kv_utilization(lambda: watch.kv_utilization)
         celery = make_celery(common.redis_url, queue, settings.visibility_timeout_s)
-        dispatcher = Dispatcher(client, celery, queue, settings.result_ttl_s)
+        jobs_queue = JobQueue(client, celery, queue, settings.result_ttl_s)
         planner = Planner(
             settings,
             table,
@@ -110,7 +111,8 @@ def build_app(
             validate_job,
         )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
-        serving = Serving(planner, dispatcher, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)
+        sessions = Sessions(planner, jobs_queue, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)
+        serving = Serving(sessions)
         app.state.gateway = Gateway(
             settings,
             client,
@@ -119,13 +121,14 @@ def build_app(
             TraceStore(client, settings.result_ttl_s),
             auth,
             metrics,
-            ResponsesService(serving, ResponseStore(client, settings.response_ttl_s)),
+            ResponsesService(sessions, ResponseStore(client, settings.response_ttl_s)),
         )
         await watch.refresh()
         watch.start()
         try:
             yield
         finally:
+            await sessions.aclose()
             await watch.stop()
             for channel in channels.values():
                 await channel.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.struct_pb2 import Struct
 
@@ -56,8 +57,16 @@ class Plan:
     task_type: TaskType | None = None
     fallback: StrategyFallback | None = None
 
-    def record(self, kind: JobKind, caller: str, include_usage: bool, background: bool) -> JobRecord:
-        """What the job hash stores so any gateway replica can format the reply later."""
+    def record(
+        self,
+        kind: JobKind,
+        caller: str,
+        include_usage: bool,
+        background: bool,
+        response: dict[str, Any] | None = None,
+    ) -> JobRecord:
+        """What the job hash stores so any gateway replica can format the reply later
+        (``response``: the Responses request fields its response object echoes)."""
         probe = self.probe
         budget = self.job.budget
         return JobRecord(
@@ -78,6 +87,7 @@ class Plan:
             verifier=self.job.strategy.verifier,
             strategy_fallback=self.fallback,
             logprobs=self.job.logprobs,
+            response=response,
             budget=RecordBudget(
                 max_generated_tokens=budget.max_generated_tokens,
                 max_policy_calls=budget.max_policy_calls,
@@ -173,7 +183,7 @@ class Planner:
             )
         return max_tokens
 
-    async def plan(self, req: Request, queue_depth: int) -> Plan:
+    async def plan(self, req: Request, queue_depth: int, owner: str = "") -> Plan:
         """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception.
 
         One pass: the job is built once, routed once, filled once and validated once. Order
@@ -195,7 +205,7 @@ class Planner:
             decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
             span.set_attributes(admission_attributes(decision, queue_depth, self.watch.kv_utilization))
         task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
-        job = self._job(req, inputs, max_tokens, requested, decision.effort)
+        job = self._job(req, inputs, max_tokens, requested, decision.effort, owner)
         plan: Plan | None = None
         if pinned:
             plan = self._route(job, req, requested, decision, task, None)
@@ -270,7 +280,7 @@ class Planner:
         return cast(Effort, self.settings.default_effort)
 
     def _job(
-        self, req: Request, inputs: JobInputs, max_tokens: int, requested: Effort, applied: Effort
+        self, req: Request, inputs: JobInputs, max_tokens: int, requested: Effort, applied: Effort, owner: str
     ) -> orchestrator_pb2.SearchJob:
         job = orchestrator_pb2.SearchJob(
             job_id=uuid.uuid4().hex,
@@ -289,6 +299,9 @@ class Planner:
             top_logprobs=top_logprobs_of(req),
             answers=req.choices(),
             stream_answer=bool(req.stream),
+            # A request that waits reads only the result: no progress events to publish.
+            quiet=not req.stream and not req.background,
+            owner=owner,  # the creating key's name: the trace store records it
         )
         if inputs.tools is not None:
             job.tools.CopyFrom(inputs.tools)

@@ -35,7 +35,6 @@ RUNNING: JobStatus = "running"
 SUCCEEDED: JobStatus = "succeeded"
 FAILED: JobStatus = "failed"
 CANCELLED: JobStatus = "cancelled"
-FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
 
 
 def job_key(job_id: str) -> str:

@@ -1,16 +1,14 @@
 """The Responses API's lifecycle: create (wait, stream or background), retrieve, cancel, delete.
 
-Creation converts the request into the chat request (``convert``) and hands it to
-``Serving.submit``: the same rate limit, planning, admission and queue as chat completions,
-and one job record (kind ``response``) in the one job store. Waiting and cancelling reuse
-``Serving``'s (a client that hangs up on a foreground response cancels its search).
+Creation converts the request into the chat request (``convert``) and opens a job session on
+it (``session.py``): the same limits, planning, admission, queue, finish and charging as chat
+completions, and one job record (kind ``response``) in the one job store. This module only
+renders the session's events as the Responses API's objects and events.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,18 +16,15 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.common.errors import InvalidArgument
-from services.gateway.errors import HTTPError, to_error
+from services.gateway.errors import HTTPError
 from services.gateway.formatting import raise_for_failure
-from services.gateway.planning import Plan
 from services.gateway.responses import render
 from services.gateway.responses.convert import Item, item_dicts, parse_items, renamed, to_chat
 from services.gateway.responses.objects import DeletedResponse, FunctionCallOutput, MessageOutput, ResponseObject
 from services.gateway.responses.request import ResponseCreateRequest
 from services.gateway.responses.store import ResponseStore, StoredResponse
 from services.gateway.responses.stream import ResponseEvents
-from services.gateway.serving import Serving
-from services.gen.ttc.v1 import orchestrator_pb2
-from services.jobs.record import JobRecord
+from services.gateway.session import AnswerDelta, Finished, Progress, Session, Sessions, TimedOut
 
 log = logging.getLogger(__name__)
 
@@ -89,58 +84,44 @@ def not_found(response_id: str, param: str = "response_id") -> HTTPError:
 
 
 class ResponsesService:
-    def __init__(self, serving: Serving, store: ResponseStore) -> None:
-        self.serving = serving
+    def __init__(self, sessions: Sessions, store: ResponseStore) -> None:
+        self.sessions = sessions
         self.store = store
 
     # ------------------------------------------------------------ create
 
     async def create(self, req: ResponseCreateRequest, caller: str, http: Request) -> JSONResponse | StreamingResponse:
-        started = time.perf_counter()
-        effort, strategy = "unknown", "unknown"
-        try:
+        with self.sessions.outcome(ENDPOINT) as outcome:
             history = await self._history(req.previous_response_id, caller) if req.previous_response_id else []
             chat, conversion = to_chat(req, history)
-            echo = echo_of(req)
             background, stream = bool(req.background), bool(req.stream)
-
-            def record_of(plan: Plan) -> JobRecord:
-                plan.job.stream_answer = stream
-                record = plan.record("response", caller, True, background)
-                return record.model_copy(update={"response": echo})
-
             try:
-                plan, record = await self.serving.submit(chat, caller, record_of)
+                session = await self.sessions.open(
+                    chat,
+                    kind="response",
+                    caller=caller,
+                    include_usage=True,
+                    stream=stream,
+                    background=background,
+                    response=echo_of(req),
+                )
             except InvalidArgument as err:
                 raise renamed(err, conversion) from None
-            effort, strategy = plan.effort_applied, plan.route.strategy
-            job_id = plan.job.job_id
+            outcome.of(session)
+            job_id = session.job_id
             if req.store is not False:
                 await self.store.put(job_id, StoredResponse(caller=caller, input=item_dicts([*history, *req.items()])))
             if stream:
-                self._count(effort, strategy, "200")
-                events = self._stream(plan, record, caller, started, background)
+                events = self._stream(session)
                 return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             if background:
-                self._count(effort, strategy, "200")
-                return JSONResponse(content=_json(render.pending(job_id, record)))
-            result = await self.serving._wait(job_id, http)
-            record = await self.serving.dispatcher.record(job_id) or record
-            self.serving._observe(result, record, caller, time.perf_counter() - started, stream=False)
-            obj = render.finished(job_id, result, record)
+                return JSONResponse(content=_json(render.pending(job_id, session.record)))
+            end = await session.wait(http)
+            obj = render.finished(job_id, end.result, end.record)
             await self._keep(job_id, obj)
             if obj.status == "failed":
-                raise_for_failure(result)
-            self._count(effort, strategy, "200")
+                raise_for_failure(end.result)
             return JSONResponse(content=_json(obj))
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError):
-                status, _, _ = to_error(exc) if isinstance(exc, Exception) else (500, None, None)
-                self._count(effort, strategy, str(status))
-            raise
-
-    def _count(self, effort: str, strategy: str, status: str) -> None:
-        self.serving.metrics.requests.labels(ENDPOINT, effort, strategy, status).inc()
 
     async def _history(self, previous_id: str, caller: str) -> list[Item]:
         """The stored conversation ``previous_response_id`` continues: its input, then its output."""
@@ -161,66 +142,32 @@ class ResponsesService:
             raise InvalidArgument(f"previous response {previous_id!r} has not finished", field="previous_response_id")
         return parse_items([*entry.input, *output_as_input(previous)])
 
-    async def _stream(
-        self, plan: Plan, record: JobRecord, caller: str, started: float, background: bool
-    ) -> AsyncIterator[bytes]:
-        job_id = plan.job.job_id
+    async def _stream(self, session: Session) -> AsyncIterator[bytes]:
+        """The typed events (``stream.py``) of the session's events: a started job's shell, the
+        reasoning item (the search's progress), the message (answer deltas), the final object."""
+        job_id, plan = session.job_id, session.plan
         events = ResponseEvents(job_id)
-        finished = False
-        try:
-            shell = render.pending(job_id, record).model_copy(update={"status": "in_progress"})
-            yield events.lifecycle("response.created", shell)
-            yield events.lifecycle("response.in_progress", shell)
-            line = f"Routed to {plan.route.strategy} (n={plan.route.n}) at effort {plan.effort_applied}.\n"
-            for chunk in events.reasoning_delta(line):
+        shell = render.pending(job_id, session.record).model_copy(update={"status": "in_progress"})
+        yield events.lifecycle("response.created", shell)
+        yield events.lifecycle("response.in_progress", shell)
+        line = f"Routed to {plan.route.strategy} (n={plan.route.n}) at effort {plan.effort_applied}.\n"
+        for chunk in events.reasoning_delta(line):
+            yield chunk
+        async for event in session.events():
+            out: list[bytes] = []
+            if isinstance(event, Progress):
+                out = events.reasoning_delta(event.message + "\n")
+            elif isinstance(event, AnswerDelta):
+                out = events.text_delta(event.text)
+            elif isinstance(event, Finished):
+                obj = render.finished(job_id, event.result, event.record, summary=events.reasoning_text)
+                await self._keep(job_id, obj)
+                out = events.finish(obj)
+            elif isinstance(event, TimedOut):
+                message = f"response {job_id} did not finish within its deadline"
+                out = [events.event("error", code="timeout", message=message, param=None)]
+            for chunk in out:
                 yield chunk
-            until = time.monotonic() + 2 * self.serving.job_timeout_s + 30
-            first = first_answer = False
-            async for _, event in self.serving.dispatcher.follow(job_id, until=until):
-                which = event.WhichOneof("event")
-                out: list[bytes] = []
-                if which == "progress" and event.progress.message:
-                    out = events.reasoning_delta(event.progress.message + "\n")
-                elif which == "answer_delta" and event.answer_delta:
-                    out = events.text_delta(event.answer_delta)
-                    if not first_answer:
-                        first_answer = True
-                        self.serving.metrics.ttfat.observe(time.perf_counter() - started)
-                elif which == "result":
-                    finished = True
-                    out = await self._finish(job_id, event.result, record, caller, started, events)
-                for chunk in out:
-                    yield chunk
-                if out and not first:
-                    first = True
-                    self.serving.metrics.ttft.labels("true").observe(time.perf_counter() - started)
-                if finished:
-                    break
-            if not finished:
-                finished = True
-                if not background:
-                    await asyncio.shield(self.serving._cancel(job_id, "deadline"))
-                yield events.event(
-                    "error", code="timeout", message=f"response {job_id} did not finish within its deadline", param=None
-                )
-        finally:
-            if not finished and not background:
-                await asyncio.shield(self.serving._cancel(job_id, "disconnect"))
-
-    async def _finish(
-        self,
-        job_id: str,
-        result: orchestrator_pb2.SearchResult,
-        record: JobRecord,
-        caller: str,
-        started: float,
-        events: ResponseEvents,
-    ) -> list[bytes]:
-        record = await self.serving.dispatcher.record(job_id) or record
-        self.serving._observe(result, record, caller, time.perf_counter() - started, stream=True)
-        obj = render.finished(job_id, result, record, summary=events.reasoning_text)
-        await self._keep(job_id, obj)
-        return events.finish(obj)
 
     async def _keep(self, job_id: str, obj: ResponseObject) -> None:
         """Store the final object with its conversation (only for stored, undeleted responses)."""
@@ -242,12 +189,12 @@ class ResponsesService:
             raise not_found(response_id)
         if entry is not None and entry.response is not None:
             return ResponseObject.model_validate(entry.response)
-        record = await self.serving.dispatcher.record(job_id)
+        record = await self.sessions.record(job_id)
         if record is None or record.kind != "response" or (caller is not None and record.caller not in (None, caller)):
             raise not_found(response_id)
         if entry is None and not record.background and (record.response or {}).get("store") is False:
             raise not_found(response_id)  # store: false keeps nothing; only a background job is followed
-        result = await self.serving.dispatcher.result(job_id)
+        result = await self.sessions.result(job_id)
         if result is None:
             return render.pending(job_id, record)
         obj = render.finished(job_id, result, record)
@@ -260,7 +207,7 @@ class ResponsesService:
         if obj.status in ("queued", "in_progress"):
             job_id = render.job_id_of(response_id)
             assert job_id is not None
-            await self.serving._cancel(job_id, "api")
+            await self.sessions.cancel(job_id, "api")
             obj = await self.retrieve(response_id, caller)
         return obj
 
@@ -270,7 +217,7 @@ class ResponsesService:
         job_id = render.job_id_of(obj.id)
         assert job_id is not None
         entry = await self.store.get(job_id)
-        record = await self.serving.dispatcher.record(job_id)
+        record = await self.sessions.record(job_id)
         owner = entry.caller if entry is not None else record.caller if record is not None else caller
         await self.store.delete(job_id, owner)
         return DeletedResponse(id=obj.id)

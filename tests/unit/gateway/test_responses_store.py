@@ -4,19 +4,21 @@ and retrieval from the one job store while a background response runs."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from services.gateway.dispatch import Dispatcher
+from services.common.metrics import ServiceMetrics
 from services.gateway.errors import HTTPError
+from services.gateway.metrics import GatewayMetrics
 from services.gateway.responses import render
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore, StoredResponse, response_key
+from services.gateway.session import Sessions
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
+from services.jobs.queue import JobQueue
 from services.jobs.record import JobRecord
 
 JOB = "feedfacefeedfacefeedfacefeedface"
@@ -26,11 +28,14 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def service(client: aioredis.Redis, ttl_s: int = 600) -> tuple[ResponsesService, ResponseStore, Dispatcher]:
-    dispatcher = Dispatcher(client, None, "q", 600)  # type: ignore[arg-type]  # nothing is sent here
+_METRICS = GatewayMetrics(ServiceMetrics("gateway-responses-store"))
+
+
+def service(client: aioredis.Redis, ttl_s: int = 600) -> tuple[ResponsesService, ResponseStore, JobQueue]:
+    jobs = JobQueue(client, None, "q", 600)  # nothing is enqueued here
     store = ResponseStore(client, ttl_s)
-    serving = SimpleNamespace(dispatcher=dispatcher)
-    return ResponsesService(serving, store), store, dispatcher  # type: ignore[arg-type]
+    sessions = Sessions(None, jobs, None, _METRICS, 10.0)  # type: ignore[arg-type]  # no planning here
+    return ResponsesService(sessions, store), store, jobs
 
 
 def test_store_ttl_is_set_once_and_entries_round_trip(redis_url: str) -> None:
@@ -62,7 +67,7 @@ def test_retrieve_is_owner_only_and_follows_the_job_record(redis_url: str) -> No
     async def body() -> None:
         client = aioredis.Redis.from_url(redis_url)
         await client.flushdb()
-        svc, store, dispatcher = service(client)
+        svc, store, jobs = service(client)
         record = JobRecord(
             kind="response", model="m", created_at=1.0, caller="alice", status="running", response={"store": True}
         )
@@ -84,7 +89,7 @@ def test_retrieve_is_owner_only_and_follows_the_job_record(redis_url: str) -> No
         result = orchestrator_pb2.SearchResult(
             job_id=JOB, answer="hello", termination=orchestrator_pb2.TERMINATION_COMPLETED
         )
-        await dispatcher.events.record_result(result, ev.SUCCEEDED)
+        await jobs.events.record_result(result, ev.SUCCEEDED)
         obj = await svc.retrieve(rid, "alice")
         assert obj.status == "completed" and obj.output_text == "hello"
         entry = await store.get(JOB)

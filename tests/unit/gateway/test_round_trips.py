@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,12 +13,16 @@ import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 from starlette.requests import Request
 
-from services.gateway import dispatch
-from services.gateway.dispatch import Dispatcher
-from services.gateway.serving import Serving, hung_up
+from services.common.metrics import ServiceMetrics
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.planning import Plan
+from services.gateway.routing import Route
+from services.gateway.session import Session, Sessions, hung_up
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
+from services.jobs import queue as jobs_queue
 from services.jobs.celery_app import make_celery
+from services.jobs.queue import JobQueue
 from services.jobs.record import JobRecord
 from services.jobs.trace_store import TraceStore, owner_key, trace_key
 
@@ -80,12 +83,12 @@ def test_enqueue_is_one_round_trip_and_refreshes_the_queue_depth(
     async def body() -> None:
         client = aioredis.Redis.from_url(redis_url)
         celery = make_celery(redis_url, queue="q-rt")
-        dispatcher = Dispatcher(client, celery, "q-rt", 60)
+        dispatcher = JobQueue(client, celery, "q-rt", 60)
         try:
             await client.delete("q-rt")
-            monkeypatch.setattr(dispatch, "DEPTH_FRESH_S", 60.0)  # the figure stays fresh through the loop
+            monkeypatch.setattr(jobs_queue, "DEPTH_FRESH_S", 60.0)  # the figure stays fresh through the loop
             trips.clear()
-            assert await dispatcher.queue_depth() == 0 and len(trips) == 1  # a fresh read: LLEN
+            assert await dispatcher.depth() == 0 and len(trips) == 1  # a fresh read: LLEN
             for n in range(3):
                 job = orchestrator_pb2.SearchJob(job_id=f"rt-{n}", model="m", enqueued_at=time.time())
                 trips.clear()
@@ -93,13 +96,13 @@ def test_enqueue_is_one_round_trip_and_refreshes_the_queue_depth(
                 assert len(trips) == 1  # record + TTL + Celery message + queue length in one transaction
                 trips.clear()
                 # While fresh, the depth is the one read in that transaction, this job included.
-                assert await dispatcher.queue_depth() == n + 1 and trips == []
+                assert await dispatcher.depth() == n + 1 and trips == []
             assert await client.llen("q-rt") == 3
             # Another gateway's job shows once the figure is stale.
-            monkeypatch.setattr(dispatch, "DEPTH_FRESH_S", 0.0)
+            monkeypatch.setattr(jobs_queue, "DEPTH_FRESH_S", 0.0)
             await client.lpush("q-rt", b"other")
             await asyncio.sleep(0.001)
-            assert await dispatcher.queue_depth() == 4
+            assert await dispatcher.depth() == 4
             record = await dispatcher.record("rt-2")
             assert record is not None and record.status == "queued" and record.enqueued_at
         finally:
@@ -112,18 +115,24 @@ def test_enqueue_is_one_round_trip_and_refreshes_the_queue_depth(
 def test_the_reply_record_takes_the_start_from_the_result_else_reads_it_back(redis_url: str, trips: list[int]) -> None:
     async def body() -> None:
         client = aioredis.Redis.from_url(redis_url)
-        serving = object.__new__(Serving)
-        serving.dispatcher = Dispatcher(client, None, "q", 60)  # nothing is sent
-        plan: Any = SimpleNamespace(job=orchestrator_pb2.SearchJob(job_id="fr", enqueued_at=10.0))
+        metrics = GatewayMetrics(ServiceMetrics("gateway-round-trips"))
+        sessions = Sessions(None, JobQueue(client, None, "q", 60), None, metrics, 10.0)  # type: ignore[arg-type]
+        plan = Plan(
+            orchestrator_pb2.SearchJob(job_id="fr", enqueued_at=10.0),
+            Route(strategy="single", token_budget=10),
+            "none",
+            "none",
+        )
+        session = Session(sessions, plan, JobRecord(model="m"), None, 0.0, stream=False, background=False)
         try:
             stored: Any = JobRecord(model="m", enqueued_at=10.0, started_at=11.0).to_redis()
             await client.hset(ev.job_key("fr"), mapping=stored)
             trips.clear()
             carried = orchestrator_pb2.SearchResult(job_id="fr", started_at=12.5)
-            record = await serving._final_record(plan, carried, JobRecord(model="m"))
+            record = await session._final_record(carried)
             assert trips == [] and record.queue_wait() == 2.5 and record.model == "m"
             old_worker = orchestrator_pb2.SearchResult(job_id="fr")
-            record = await serving._final_record(plan, old_worker, JobRecord(model="m"))
+            record = await session._final_record(old_worker)
             assert len(trips) == 1 and record.queue_wait() == 1.0
         finally:
             await client.aclose()
