@@ -3,7 +3,8 @@
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
 chunks under ``docs/data/calibration/pools/<model>/`` (each under the shared model lock);
-``status`` counts what is drawn (cut share per kind, stale chunks); ``table`` prices every
+``status`` counts what is drawn (cut share per kind, stale chunks); ``rescore`` re-checks the
+stored answers with the current checker; ``table`` prices every
 configuration offline from the pools and prints accuracy with 95% bootstrap intervals,
 generated and prompt tokens and the latency estimate, per task kind and overall.
 """
@@ -168,6 +169,16 @@ def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop:
     return rows
 
 
+def cmd_rescore(a: argparse.Namespace) -> int:
+    from loadtests.pools.rescore import rescore
+
+    changed = rescore(a.out or DEFAULT_POOLS / a.model)
+    print(
+        f"{sum(changed.values())} verdicts changed in {sum(1 for n in changed.values() if n)} of {len(changed)} chunks"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtests.pools", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redraw-stale", action="store_true", help="re-draw chunks of another program version/settings")
     p.add_argument("--policy-target", default="", help="a running policy service (default: start one)")
     p.add_argument("--sandbox-target", default="", help="a running sandbox service (default: start one)")
-    for name in ("status", "table"):
+    for name in ("status", "rescore", "table"):
         p = sub.add_parser(name)
         p.add_argument("--model", default=DEFAULT_MODEL)
         p.add_argument("--out", type=Path, default=None)
@@ -202,5 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.75, help="cascade: escalate below this vote share")
     p.add_argument("--json", type=Path, default=None, help="write rows and per-problem estimates here")
     a = parser.parse_args(argv)
-    handlers = {"problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "table": cmd_table}
+    handlers = {
+        "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
+    }  # fmt: skip
     return handlers[a.command](a)

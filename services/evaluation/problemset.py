@@ -226,7 +226,8 @@ def answer_correct(problem: Problem, answer: str | None) -> bool:
     the project's equivalence test, then the generator's own checker for the new families."""
     if answer is None or not answer.strip():
         return False
-    if answers_equivalent(answer, problem.reference):
+    # CHAMP states some answers in several forms: "C(10, 5), or equivalently 252".
+    if any(answers_equivalent(answer, form.strip()) for form in problem.reference.split(", or equivalently ")):
         return True
     entry_text = problem.extra.get("rg_entry")
     if not entry_text:

@@ -77,3 +77,19 @@ def test_a_pool_from_another_model_is_refused(tmp_path: Path) -> None:
 def test_counts_report_cut_and_correct_candidates() -> None:
     p = pool("a", cot=draw("cot", ("1", True), [("1", True), ("2", False)]))
     assert counts([p]) == {"problems": 1, "cot": {"candidates": 3, "cut": 0, "correct": 2, "unchecked": 0}}
+
+
+def test_rescoring_recomputes_verdicts_from_stored_answers(tmp_path: Path) -> None:
+    import dataclasses
+
+    from loadtests.pools.rescore import rescore
+
+    p = pool("a", cot=draw("cot", ("1", False), [("2", True)]))
+    cands = tuple(dataclasses.replace(c, answer=c.key) for c in p.draws["cot"].candidates)
+    p = dataclasses.replace(p, draws={"cot": dataclasses.replace(p.draws["cot"], candidates=cands)})
+    write_chunk(tmp_path, "calibration", 1, {"model": "m"}, [p])
+    assert rescore(tmp_path) == {"calibration-00001.jsonl": 2}  # reference "1": both verdicts were wrong
+    chunk = read_chunk(tmp_path / "calibration-00001.jsonl")
+    assert [c.correct for c in chunk.pools[0].draws["cot"].candidates] == [True, False]
+    assert chunk.header["model"] == "m" and chunk.header["rescored"][0]["changed"] == 2
+    assert rescore(tmp_path) == {"calibration-00001.jsonl": 0}

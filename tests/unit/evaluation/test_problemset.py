@@ -62,3 +62,9 @@ def test_code_problems_keep_their_hidden_tests_out_of_the_question(splits: dict[
 def test_unknown_family_is_named() -> None:
     with pytest.raises(UnknownFamily, match="known: basic_arithmetic"):
         build_problem_set("calibration", families=["nope"])
+
+
+def test_every_stated_form_of_a_champ_answer_counts() -> None:
+    problem = Problem("champ/L1/x", "champ", 1, "q", "C(10, 5), or equivalently 252")
+    assert answer_correct(problem, "252") and answer_correct(problem, "C(10, 5)")
+    assert not answer_correct(problem, "251")
