@@ -26,6 +26,7 @@ from services.evaluation.datasets import SPLIT_SALT, Problem
 from services.evaluation.pools import DRAW_KINDS, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
 from services.gen.ttc.v1 import sandbox_pb2_grpc
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
+from services.orchestrator.interfaces import ComponentError
 
 DEFAULT_POOLS = ROOT / "docs" / "data" / "calibration" / "pools"
 
@@ -145,7 +146,7 @@ class PoolRun:
                 with model_lock() as waited:
                     began = time.monotonic()
                     drawer = await self._drawer()
-                    pools = [await drawer.draw(p, self.split) for p in batch]
+                    pools = [await self._draw_one(drawer, p) for p in batch]
                     wall = time.monotonic() - began
                 header = {
                     "git_describe": describe, "model": self.model, "model_sha256": sha256,
@@ -163,6 +164,17 @@ class PoolRun:
             for service in reversed(self._services):
                 service.stop()
         return drawn
+
+    async def _draw_one(self, drawer: PoolDrawer, problem: Problem, attempts: int = 3) -> ProblemPool:
+        """One problem's pool; a failed service call (a policy restart, a sandbox outage) is
+        retried after a pause, and the run stops after ``attempts`` (it resumes from its chunks)."""
+        for attempt in range(1, attempts):
+            try:
+                return await drawer.draw(problem, self.split)
+            except ComponentError as err:
+                self.log(f"{problem.id}: {err} (attempt {attempt} of {attempts})")
+                await asyncio.sleep(30.0 * attempt)
+        return await drawer.draw(problem, self.split)
 
     async def _drawer(self) -> PoolDrawer:
         """The drawer, starting the services on first use (inside the lock: loading the model is
