@@ -3,10 +3,14 @@
 **Fault run.** Traffic (plain, streaming and background chat completions, small ``max_tokens``,
 effort none or low) runs while the orchestrator worker is SIGKILLed again and again and the
 policy, the verifier and Redis (with its append-only file) are restarted; ``ttc stack``
-restarts each. It counts lost jobs (a request or job that never ends, or a job left queued or
-running once traffic stops), duplicated results (more than one result event on a job's stream),
-5xx answers, truncated streams (no ``[DONE]`` or no finish reason), malformed answers, and the
-recovery time of each fault (fault to the first successful request after it).
+restarts each. It counts the requests that succeeded and keeps every other one with its reason
+(``failures``), lost jobs (a request that never ends; a job record in Redis, found by scanning
+every ``ttc:job:*`` record, that is not final or has no result once traffic stops; an id a
+client received with no record), duplicated results (more than one result event on a job's
+stream), 5xx answers (those of requests in flight during a policy restart apart), truncated
+streams (no ``[DONE]`` or no finish reason), malformed answers, the workers' policy retries
+(``ttc_orchestrator_policy_retries_total``, read after each policy restart) and the recovery time
+of each fault (fault to the first successful request after it).
 
 **Overload run.** The sustainable rate is measured first (closed loop at the worker's
 concurrency); then requests arrive at ``--overload-factor`` times that rate for
@@ -29,14 +33,18 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtests.chaos_stack import LocalStack
-from loadtests.chaos_traffic import Outcome, Traffic, count_result_events, open_jobs
+import httpx
+
+from loadtests.chaos_records import RecordScan, count_result_events, scan_records
+from loadtests.chaos_stack import ROOT, LocalStack
+from loadtests.chaos_traffic import Outcome, Traffic
 
 
 @dataclass
@@ -59,7 +67,7 @@ class Config:
 SHORT = Config(
     requests=12,
     worker_kills=2,
-    policy_restarts=0,
+    policy_restarts=1,
     verifier_restarts=1,
     redis_restarts=1,
     clients=2,
@@ -99,7 +107,10 @@ def schedule(config: Config) -> list[str]:
 class FaultFigures:
     faults: dict[str, int] = field(default_factory=dict)
     recovery_s: list[tuple[str, float]] = field(default_factory=list)
+    # (service, fault time, first success after it), time.monotonic()
+    windows: list[tuple[str, float, float]] = field(default_factory=list)
     restarts_logged: int = 0
+    policy_retries: float = 0.0  # the worker's retry counter, summed over the policy restarts
 
 
 async def _inject(stack: LocalStack, traffic: Traffic, config: Config, log: Log, figures: FaultFigures) -> None:
@@ -115,10 +126,19 @@ async def _inject(stack: LocalStack, traffic: Traffic, config: Config, log: Log,
         restarted = await asyncio.to_thread(stack.wait_restarted, service, pid)
         recovered = await traffic.probe_until_ok(since=hit, deadline=hit + 300)
         figures.recovery_s.append((service, recovered))
+        figures.windows.append((service, hit, hit + recovered))
+        if service == "policy":  # read before a later worker kill resets the counter
+            figures.policy_retries += await _worker_metric(stack, "ttc_orchestrator_policy_retries_total")
         log(
             f"fault {i + 1}: {service} pid {pid} ({stack_signal(service)}); restarted after {restarted:.1f}s, "
             f"first success after {recovered:.1f}s"
         )
+
+
+async def _worker_metric(stack: LocalStack, name: str) -> float:
+    url = f"http://127.0.0.1:{stack.ports['orchestrator_metrics']}/metrics"
+    async with httpx.AsyncClient() as client:
+        return _metric((await client.get(url, timeout=10)).text, name)
 
 
 def stack_signal(service: str) -> str:
@@ -141,14 +161,21 @@ async def fault_run(stack: LocalStack, config: Config, log: Log) -> dict[str, An
             deadline=started + config.max_minutes * 60,
         )
         await faults
-        leftovers = await open_jobs(stack.redis_url, traffic.job_ids, wait_s=240, log=log)
+        scan = await scan_records(stack.redis_url, traffic.job_ids, wait_s=240, log=log)
     figures.restarts_logged = stack.restarts_logged()
-    duplicates = count_result_events(stack.redis_url, traffic.job_ids)
-    return _fault_figures(outcomes, figures, leftovers, duplicates, time.monotonic() - started)
+    duplicates = count_result_events(stack.redis_url, scan.ids)
+    probes = {"requests": len(traffic.probe_statuses) + len(traffic.probe_errors)}
+    probes |= {"http_5xx": sum(s >= 500 for s in traffic.probe_statuses), "transport_errors": traffic.probe_errors}
+    return _fault_figures(outcomes, figures, scan, duplicates, probes, time.monotonic() - started)
 
 
 def _fault_figures(
-    outcomes: list[Outcome], figures: FaultFigures, leftovers: list[str], duplicates: dict[str, int], seconds: float
+    outcomes: list[Outcome],
+    figures: FaultFigures,
+    scan: RecordScan,
+    duplicates: dict[str, int],
+    probes: dict[str, Any],
+    seconds: float,
 ) -> dict[str, Any]:
     by_kind: dict[str, int] = {}
     for o in outcomes:
@@ -157,20 +184,38 @@ def _fault_figures(
     for o in outcomes:
         if o.problem:
             problems[o.problem] = problems.get(o.problem, 0) + 1
+    by_reason: dict[str, int] = {}
+    for o in outcomes:
+        by_reason[o.reason or "succeeded"] = by_reason.get(o.reason or "succeeded", 0) + 1
+    policy = [(start, end) for name, start, end in figures.windows if name == "policy"]
+    during = [o for o in outcomes if any(o.overlaps(start, end) for start, end in policy)]
     recoveries = [r for _, r in figures.recovery_s]
     return {
         "seconds": round(seconds, 1),
         "requests": len(outcomes),
         "by_kind": by_kind,
         "succeeded": sum(o.ok for o in outcomes),
+        "failed": sum(not o.ok for o in outcomes),
+        "outcomes": by_reason,
+        # Every request that did not succeed, with its reason.
+        "failures": [
+            {"kind": o.kind, "reason": o.reason, "statuses": o.statuses, "job_id": o.job_id}
+            for o in outcomes
+            if not o.ok
+        ],
         "faults": figures.faults,
         "restarts_logged_by_stack": figures.restarts_logged,
-        "lost": sum(o.problem == "lost" for o in outcomes) + len(leftovers),
-        "left_open_in_redis": leftovers,
+        "lost": sum(o.problem == "lost" for o in outcomes) + scan.lost,
+        "job_records": scan.figures(),
         "duplicated_results": sum(1 for n in duplicates.values() if n > 1),
         "jobs_checked_for_duplicates": len(duplicates),
         "http_5xx": sum(s >= 500 for o in outcomes for s in o.statuses),
         "requests_with_5xx": sum(any(s >= 500 for s in o.statuses) for o in outcomes),
+        "in_flight_during_policy_restarts": len(during),
+        "succeeded_during_policy_restarts": sum(o.ok for o in during),
+        "http_5xx_during_policy_restarts": sum(s >= 500 for o in during for s in o.statuses),
+        "policy_retries": figures.policy_retries,
+        "probes": probes,
         "truncated": sum(o.problem == "truncated" for o in outcomes),
         "malformed": sum(o.problem.startswith("malformed") for o in outcomes),
         "problems": problems,
@@ -213,6 +258,7 @@ async def overload_run(stack: LocalStack, config: Config, log: Log) -> dict[str,
         before = (await traffic.http.get(f"{stack.url}/metrics", timeout=10)).text
         outcomes = await traffic.open_loop(offered, config.overload_seconds, deadline_s=config.overload_seconds + 300)
         after = (await traffic.http.get(f"{stack.url}/metrics", timeout=10)).text
+        scan = await scan_records(stack.redis_url, traffic.job_ids, wait_s=120, log=log)  # both runs' records
     admitted = [o for o in outcomes if o.final_status == 200]
     rejected = [o for o in outcomes if o.final_status not in (200, None)]
     bad_rejections = [o for o in rejected if o.final_status != 429 or not o.retry_after]
@@ -230,6 +276,8 @@ async def overload_run(stack: LocalStack, config: Config, log: Log) -> dict[str,
         "rejections_not_429_with_retry_after": len(bad_rejections),
         "http_5xx": sum(s >= 500 for o in outcomes for s in o.statuses),
         "no_answer": sum(o.final_status is None for o in outcomes),
+        "lost": sum(o.problem == "lost" for o in outcomes) + scan.lost,
+        "job_records": scan.figures(),
         "malformed": sum(o.problem.startswith("malformed") for o in admitted),
         "degraded_answers": sum(bool(o.degraded_by) for o in admitted),
         "degraded_by": sorted({d for o in admitted for d in o.degraded_by}),
@@ -242,16 +290,35 @@ async def overload_run(stack: LocalStack, config: Config, log: Log) -> dict[str,
 def verdict(fault: dict[str, Any], overload: dict[str, Any]) -> list[str]:
     """What missed its target (empty: all met)."""
     missed = [
-        f"{k}={fault[k]}" for k in ("lost", "duplicated_results", "http_5xx", "truncated", "malformed") if fault[k]
+        f"{k}={fault[k]}"
+        for k in ("failed", "lost", "duplicated_results", "http_5xx", "truncated", "malformed")
+        if fault[k]
     ]
+    if fault["probes"]["http_5xx"]:
+        missed.append(f"probes http_5xx={fault['probes']['http_5xx']}")
     missed += [
         f"overload {k}={overload[k]}"
-        for k in ("http_5xx", "rejections_not_429_with_retry_after", "no_answer")
+        for k in ("http_5xx", "rejections_not_429_with_retry_after", "no_answer", "lost")
         if overload[k]
     ]
     if not overload["degraded_answers"] or not overload["metric_deltas"]["ttc_gateway_effort_degradations_total"]:
         missed.append("overload: no brownout seen")
     return missed
+
+
+def provenance(model: str) -> dict[str, Any]:
+    """What produced a report: the code (``git describe --dirty``), the model file, the host."""
+    from services.policy.models import REGISTRY
+
+    git = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True)
+    spec = REGISTRY.get(model)
+    return {
+        "git_describe": git.stdout.strip() or git.stderr.strip(),
+        "model_sha256": spec.sha256 if spec else None,
+        "cpus": os.cpu_count(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_average_start": os.getloadavg(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     config = Config(**{k: v if getattr(args, k) is None else getattr(args, k) for k, v in asdict(base).items()})
     out = Path(args.out)
     log = Log(out / "chaos.log")
-    log(f"chaos: {json.dumps(asdict(config))}; load average {os.getloadavg()}")
+    started = provenance(config.model)
+    log(f"chaos: {json.dumps(asdict(config))}; {json.dumps(started)}")
     stack = LocalStack(model=config.model, concurrency=config.concurrency)
     try:
         log(f"starting ttc stack in {stack.run_dir}")
@@ -286,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     missed = verdict(fault, overload)
     report = {
         "config": asdict(config),
-        "load_average": os.getloadavg(),
+        **started,
+        "load_average_end": os.getloadavg(),
+        "seconds": round(time.monotonic() - log.start, 1),
         "fault": fault,
         "overload": overload,
         "missed": missed,

@@ -1,5 +1,6 @@
 """Traffic of the chaos suite: plain, streaming and background chat completions through the
-gateway, each answer checked for shape, and Redis read afterwards for lost and duplicated jobs.
+gateway, each answer checked for shape and each failure kept with its reason (Redis is read
+afterwards for lost and duplicated jobs: ``chaos_records.py``).
 
 Every loop is bounded in count and time; every address is 127.0.0.1 (the stack's gateway)."""
 
@@ -30,6 +31,18 @@ class Outcome:
     retry_after: bool = False
     degraded_by: list[str] = field(default_factory=list)
     job_id: str = ""
+    started: float = 0.0  # time.monotonic() when the first attempt was sent
+
+    @property
+    def reason(self) -> str:
+        """Why it did not succeed ('' when it did): the problem seen, else the last HTTP status."""
+        if self.ok:
+            return ""
+        return self.problem or f"http_{self.final_status}"
+
+    def overlaps(self, start: float, end: float) -> bool:
+        """Whether it was in flight at some moment of ``[start, end]``."""
+        return self.started <= end and self.started + self.latency_s >= start
 
 
 def check_completion(body: Any) -> str:
@@ -53,6 +66,7 @@ class Traffic:
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=2048, max_keepalive_connections=64))
         self.job_ids: set[str] = set()
         self.probe_statuses: list[int] = []
+        self.probe_errors: list[str] = []  # transport errors of the probes, by type
         self.counter = itertools.count()
 
     async def __aenter__(self) -> Traffic:
@@ -76,8 +90,8 @@ class Traffic:
     async def one(
         self, kind: str, effort: str, max_tokens: int = 16, retries: int = 2, timeout: float = 240
     ) -> Outcome:
-        outcome = Outcome(kind)
         start = time.monotonic()
+        outcome = Outcome(kind, started=start)
         try:
             for attempt in range(retries + 1):
                 if kind == "stream":
@@ -209,8 +223,8 @@ class Traffic:
                     job_id = str(reply.json().get("id", "")).removeprefix("chatcmpl-")
                     self.job_ids.add(job_id)
                     return time.monotonic() - since
-            except httpx.HTTPError:
-                pass
+            except httpx.HTTPError as exc:
+                self.probe_errors.append(type(exc).__name__)
             await asyncio.sleep(0.25)
         raise TimeoutError("no successful request before the recovery deadline")
 
@@ -240,45 +254,3 @@ class Traffic:
 
         results = await asyncio.wait_for(asyncio.gather(*(arrival(i) for i in range(count))), deadline_s + 60)
         return list(results)
-
-
-async def open_jobs(redis_url: str, job_ids: set[str], wait_s: float, log: Callable[[str], None]) -> list[str]:
-    """Job ids still queued or running after waiting up to ``wait_s`` for them to end."""
-    import redis.asyncio as aredis
-
-    from services.jobs import events
-
-    client = aredis.Redis.from_url(redis_url)
-    deadline = time.monotonic() + wait_s
-    try:
-        while True:
-            pending = []
-            for job_id in sorted(i for i in job_ids if i):
-                status = await client.hget(events.job_key(job_id), "status")
-                if status is None or json.loads(status) not in FINAL:
-                    pending.append(job_id)
-            if not pending or time.monotonic() > deadline:
-                return pending
-            log(f"waiting for {len(pending)} jobs to end")
-            await asyncio.sleep(2)
-    finally:
-        await client.aclose()
-
-
-def count_result_events(redis_url: str, job_ids: set[str]) -> dict[str, int]:
-    """Result events on each job's stream (more than one: a duplicated result)."""
-    import redis
-
-    from services.gen.ttc.v1 import orchestrator_pb2
-    from services.jobs import events
-
-    client: Any = redis.Redis.from_url(redis_url)
-    counts: dict[str, int] = {}
-    for job_id in sorted(i for i in job_ids if i):
-        n = 0
-        for _, fields in client.xrange(events.events_key(job_id)):
-            event = orchestrator_pb2.JobEvent()
-            event.ParseFromString(fields[b"e"])
-            n += event.HasField("result")
-        counts[job_id] = n
-    return counts

@@ -43,5 +43,10 @@ def insecure_channel(target: str) -> grpc.aio.Channel:
             ("grpc.lb_policy_name", "round_robin"),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            # Reconnect to a restarted service within about a second: gRPC's default backoff
+            # (1 s growing 1.6x to 120 s) left a worker waiting ~5 s after a policy restart had
+            # finished (services/orchestrator/retry.py waits for it; docs/reliability.md).
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 1000),
         ],
     )

@@ -94,7 +94,10 @@ def build_app(
         client = redis_client(common.redis_url)
         channels = {t: insecure_channel(t) for t in fleet_targets(settings.policy_target, settings.policy_targets)}
         watch = PolicyFleet(
-            [PolicyWatch(policy_pb2_grpc.PolicyStub(c), t, settings.stats_interval_s) for t, c in channels.items()],
+            [
+                PolicyWatch(policy_pb2_grpc.PolicyStub(c), t, settings.stats_interval_s, settings.policy_grace_s)
+                for t, c in channels.items()
+            ],
             aliases,
         )
         stub = cast(policy_pb2_grpc.PolicyStub, RoutedPolicy(watch))  # the probe goes to the model's deployment

@@ -56,7 +56,8 @@ class PolicyFleet:
 
     @property
     def up(self) -> bool:
-        """Some deployment answers (each model's own deployment is checked per request)."""
+        """Some deployment is admitted against: it answers, or answered within its grace period
+        (``PolicyWatch.up``; each model's own deployment is checked per request)."""
         return any(w.up for w in self.watches)
 
     @property
@@ -93,7 +94,8 @@ class PolicyFleet:
 
     def model(self, name: str) -> policy_pb2.ModelInfo:
         """The model ``name`` (or its alias) names: 503 when its deployment (or, for a name no
-        answering deployment serves, any deployment) is down, else 404 ``model_not_found``."""
+        answering deployment serves, any deployment) is down past its grace period, else 404
+        ``model_not_found``. A deployment within its grace period answers from its last model list."""
         self.require_up()
         watch = self.watch_of(name)
         if watch is not None:
@@ -126,7 +128,9 @@ class PolicyFleet:
 
 class RoutedPolicy:
     """The policy's ``Generate`` sent to the deployment that serves the request's model (the
-    difficulty probe uses it as it would one deployment's stub)."""
+    difficulty probe uses it as it would one deployment's stub). The call waits for the
+    deployment's channel to be ready (``wait_for_ready``) within its timeout, so a probe sent
+    while the policy restarts is answered late instead of failing the request with 503."""
 
     def __init__(self, fleet: PolicyFleet) -> None:
         self.fleet = fleet
@@ -138,4 +142,4 @@ class RoutedPolicy:
         routed = policy_pb2.GenerateRequest()
         routed.CopyFrom(request)
         routed.model = self.fleet.resolve(request.model)
-        return watch.stub.Generate(routed, timeout=timeout)
+        return watch.stub.Generate(routed, timeout=timeout, wait_for_ready=True)

@@ -62,6 +62,13 @@ class GatewaySettings(BaseSettings):
     )
     retry_after_s: int = Field(2, ge=1, description="Seconds advertised in Retry-After when shedding load.")
     stats_interval_s: float = Field(1.0, gt=0, description="How often engine stats (KV utilization) are polled.")
+    policy_grace_s: float = Field(
+        60.0,
+        ge=0,
+        description="Seconds after the policy last answered a stats poll during which requests are still admitted "
+        "against its last model list (a restart: workers wait for the policy within the job's deadline, so the "
+        "request is answered late); past them, or before it ever answered, requests get 503.",
+    )
     default_effort: str = Field(
         "low", description="Reasoning effort applied when a request names none (none|minimal|low|medium|high|xhigh)."
     )

@@ -2,8 +2,11 @@
 
 Polled in the background (one ``GetStats`` per interval, ``ListModels`` now and then) so a
 request never waits on it: admission control reads the last KV utilization, model lookup
-reads the cached list, and a policy service that stopped answering turns requests into a
-fast 503 instead of jobs that would fail on a worker.
+reads the cached list. A policy service that stopped answering is still admitted against
+for ``grace_s`` seconds after it last answered (``TTC_GATEWAY_POLICY_GRACE_S``): a restart is
+seconds, and the workers wait for the policy within the job's deadline
+(``services/orchestrator/retry.py``), so the request is answered late rather than refused.
+Past the grace period, or before the policy has ever answered, a request is a fast 503.
 """
 
 from __future__ import annotations
@@ -23,15 +26,17 @@ STATS_TIMEOUT_S = 5.0
 
 
 class PolicyWatch:
-    def __init__(self, stub: policy_pb2_grpc.PolicyStub, target: str, interval_s: float) -> None:
+    def __init__(self, stub: policy_pb2_grpc.PolicyStub, target: str, interval_s: float, grace_s: float = 0.0) -> None:
         self.stub = stub
         self.target = target
         self.interval_s = interval_s
+        self.grace_s = grace_s
         self.models: dict[str, policy_pb2.ModelInfo] = {}
         self.kv_utilization = 0.0
-        self.up = False
+        self.reachable = False  # the last poll's answer
         self.last_error = "not polled yet"
         self.last_ok = 0.0
+        self._seen_at: float | None = None  # monotonic time of the last answered poll
         self._task: asyncio.Task[None] | None = None
         self._models_at = 0.0
 
@@ -44,20 +49,32 @@ class PolicyWatch:
                 self.models = {m.id: m for m in listing.models}
                 self._models_at = time.monotonic()
         except grpc.aio.AioRpcError as err:
-            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self.up:
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self.reachable:
                 # A saturated engine answers slowly; that is load, not an outage. Keep the
                 # last known state - admission control deals with load.
                 log.info("policy stats poll timed out; keeping the last state", extra={"target": self.target})
                 return
-            if self.up:
-                log.warning("policy service unreachable", extra={"target": self.target, "error": err.details()})
-            self.up = False
+            if self.reachable:
+                log.warning(
+                    "policy service unreachable; admitting against its last model list for the grace period",
+                    extra={"target": self.target, "error": err.details(), "grace_s": self.grace_s},
+                )
+            self.reachable = False
             self.last_error = f"{err.code().name}: {err.details()}"
             return
         self.kv_utilization = stats.kv_cache_utilization
-        self.up = True
+        self.reachable = True
         self.last_error = ""
         self.last_ok = time.time()
+        self._seen_at = time.monotonic()
+
+    @property
+    def up(self) -> bool:
+        """Requests are admitted: the policy answered its last poll, or was seen answering less
+        than ``grace_s`` ago (with its model list then)."""
+        if self.reachable:
+            return True
+        return self._seen_at is not None and time.monotonic() - self._seen_at <= self.grace_s
 
     async def _loop(self) -> None:
         while True:
@@ -75,12 +92,14 @@ class PolicyWatch:
 
     def require_up(self) -> None:
         if not self.up:
+            unseen = "never answered" if self._seen_at is None else f"not seen for over {self.grace_s:g}s"
             raise Unavailable(
-                f"the policy service at {self.target} is unavailable ({self.last_error}); retry shortly",
+                f"the policy service at {self.target} is unavailable ({unseen}: {self.last_error}); retry shortly",
             )
 
     def model(self, name: str) -> policy_pb2.ModelInfo:
-        """The named model; 503 when the policy is down, 404 when it does not serve ``name``."""
+        """The named model; 503 when the policy is down past the grace period, 404 when it does not
+        serve ``name``."""
         self.require_up()
         info = self.models.get(name)
         if info is None:

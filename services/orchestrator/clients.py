@@ -7,7 +7,8 @@ search context turns that into termination ``error`` while keeping the best answ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -38,6 +39,7 @@ from services.orchestrator.interfaces import (
     Verification,
     VerifyCall,
 )
+from services.orchestrator.retry import Attempts, Backoff, stream
 from services.orchestrator.shapes import (
     constraint_proto,
     message_proto,
@@ -120,7 +122,10 @@ class _Streamed:
 class GrpcPolicy:
     """``Policy`` over the policy service. ``timeout`` bounds each call (seconds). Given several
     channels (the job's replica first, services/common/replicas.py), a unary call that finds one
-    UNAVAILABLE moves on to the next, and the job's later calls stay there."""
+    UNAVAILABLE moves on to the next, and the job's later calls stay there. When every replica
+    is UNAVAILABLE (a restart), the call waits with backoff and tries the job's replica again,
+    for up to ``retry_for`` seconds from construction (the worker gives the job's deadline or
+    less; 0: no retry) and never past ``timeout`` (``retry.py``); ``on_retry`` counts each retry."""
 
     def __init__(
         self,
@@ -129,6 +134,9 @@ class GrpcPolicy:
         *,
         request_id: str = "",
         timeout: float = 600.0,
+        retry_for: float = 0.0,
+        on_retry: Callable[[str], None] | None = None,
+        backoff: Backoff | None = None,
     ):
         channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
         self._stubs = [policy_pb2_grpc.PolicyStub(c) for c in channels]
@@ -136,6 +144,9 @@ class GrpcPolicy:
         self._model = model
         self._request_id = request_id
         self._timeout = timeout
+        self._retry_until = time.monotonic() + retry_for
+        self._on_retry = on_retry
+        self._backoff = backoff or Backoff()
 
     async def generate(
         self,
@@ -167,14 +178,19 @@ class GrpcPolicy:
             ),
             request_id=self._request_id,
         )
+        until = min(self._retry_until, time.monotonic() + self._timeout)
+        attempts = Attempts(until, self._backoff, self._on_retry)
         while True:
             try:
                 if on_text is not None:
-                    return await self._stream(request, seeds, on_text)
+                    return await self._stream(request, seeds, on_text, attempts)
                 response = await self._stub.Generate(request, timeout=self._timeout)
                 break
             except grpc.aio.AioRpcError as err:
                 if on_text is None and self._fail_over(err):
+                    continue
+                if on_text is None and await attempts.again(err):
+                    self._stub = self._stubs[0]  # the job's own replica first again
                     continue
                 raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
         return Generation(
@@ -191,12 +207,15 @@ class GrpcPolicy:
         self._stub = self._stubs[at + 1]
         return True
 
-    async def _stream(self, request: policy_pb2.GenerateRequest, seeds: Sequence[int], on_text: TextSink) -> Generation:
+    async def _stream(
+        self, request: policy_pb2.GenerateRequest, seeds: Sequence[int], on_text: TextSink, attempts: Attempts
+    ) -> Generation:
         """Generate through GenerateStream, handing candidate 0's text deltas to ``on_text`` as
         they arrive. The stream carries no per-token logprobs (the caller asks for none)."""
         parts: dict[int, _Streamed] = {}
         usage = common_pb2.Usage()
-        async for chunk in self._stub.GenerateStream(request, timeout=self._timeout):
+        # Reopened on UNAVAILABLE only before its first chunk (retry.stream).
+        async for chunk in stream(lambda: self._stub.GenerateStream(request, timeout=self._timeout), attempts):
             if chunk.HasField("usage"):
                 usage = chunk.usage
             part = parts.setdefault(chunk.index, _Streamed())

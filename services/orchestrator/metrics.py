@@ -46,3 +46,10 @@ class OrchestratorMetrics:
             ["strategy"],
             registry=r,
         )
+        self.policy_retries = Counter(
+            "ttc_orchestrator_policy_retries_total",
+            "Policy calls retried after UNAVAILABLE (a policy restarting; services/orchestrator/retry.py), by "
+            "reason: refused (no connection) or broken (the connection broke during the call).",
+            ["reason"],
+            registry=r,
+        )

@@ -48,6 +48,13 @@ class OrchestratorSettings(BaseSettings):
     policy_replicas_refresh_s: float = Field(
         30.0, gt=0, description="How often the policy replicas are resolved again (seconds)."
     )
+    policy_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="Longest a job waits for a policy that answers UNAVAILABLE (a restart): its calls are retried "
+        "with backoff (0.1 s doubling to 2 s) until this many seconds after the job started or its deadline, "
+        "whichever comes first; then the job fails UNAVAILABLE (503). 0 fails at once.",
+    )
     verifier_target: str = Field("127.0.0.1:50052", description="gRPC target of the verifier service.")
     sandbox_target: str = Field(
         "127.0.0.1:50053", description="gRPC target of the sandbox service (program-of-thought runs programs there)."

@@ -209,7 +209,15 @@ class JobRunner:
         job_id = job.job_id
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
         route = await self.policy_route(job.model, job_id)
-        policy = GrpcPolicy(route, job.model, request_id=job_id, timeout=timeout or 600.0)
+        policy = GrpcPolicy(
+            route,
+            job.model,
+            request_id=job_id,
+            timeout=timeout or 600.0,
+            # Wait for a restarting policy (services/orchestrator/retry.py), within the deadline.
+            retry_for=min(self.settings.policy_wait_s, job.budget.deadline_seconds or self.settings.policy_wait_s),
+            on_retry=lambda reason: self.metrics.policy_retries.labels(reason).inc(),
+        )
         verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0

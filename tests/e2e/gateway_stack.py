@@ -93,6 +93,9 @@ class GatewayStack:
             "TTC_GATEWAY_STATS_INTERVAL_S": "0.5",
             "TTC_GATEWAY_VISIBILITY_TIMEOUT_S": "8",
             "TTC_GATEWAY_JOB_TIMEOUT_S": "120",
+            # The policy-down tests (test_gateway, test_faults) stop the policy and expect the
+            # gateway's own 503 soon after; the chaos suite runs with the default grace period.
+            "TTC_GATEWAY_POLICY_GRACE_S": "2",
             # The gateway mechanics (probe, routed self-consistency) are tested on the hand-written
             # v1 table with SmolLM2; the calibrated v2 ladder is tested in test_program_of_thought.py.
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),

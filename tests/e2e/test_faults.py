@@ -314,7 +314,9 @@ def outage(stack: GatewayStack) -> Iterator[Outage]:
     try:
         for worker in stack.workers:  # the outage worker must be the queue's only consumer
             worker.stop()
-        stack.start_worker(concurrency=1, extra={"TTC_ORCHESTRATOR_VERIFIER_TARGET": f"127.0.0.1:{port}"})
+        # The outage tests check what a job answers once its wait for the policy is over (2 s).
+        extra = {"TTC_ORCHESTRATOR_VERIFIER_TARGET": f"127.0.0.1:{port}", "TTC_ORCHESTRATOR_POLICY_WAIT_S": "2"}
+        stack.start_worker(concurrency=1, extra=extra)
         replies: dict[str, httpx.Response] = {}
 
         def post(name: str, body: dict[str, Any]) -> None:

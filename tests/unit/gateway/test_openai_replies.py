@@ -157,7 +157,10 @@ class FakeWatch:
         if not self.up:
             raise Unavailable(f"the policy service at {self.target} is unavailable")
 
-    def Generate(self, request: policy_pb2.GenerateRequest, timeout: float | None = None) -> Any:
+    def Generate(
+        self, request: policy_pb2.GenerateRequest, timeout: float | None = None, wait_for_ready: bool = False
+    ) -> Any:
+        assert wait_for_ready  # a probe sent while the policy restarts waits for it
         return (self.target, request.model)
 
 
