@@ -54,6 +54,9 @@ CAPABILITIES: dict[str, Capability] = {
     "program_of_thought": Capability(
         False, False, False, False, False, "its answer is a program run in the sandbox and the output it printed"
     ),
+    "code_execution": Capability(
+        False, False, True, True, False, "it runs code candidates in the sandbox, which a tool call or JSON is not"
+    ),
 }
 # The strategies a rerouted request goes to: voting (tools, or no verifier) or verifier-weighted voting.
 VOTING = "self_consistency"

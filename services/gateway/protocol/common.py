@@ -22,6 +22,7 @@ StrategyName = Literal[
     "budget_forcing",
     "revision",
     "program_of_thought",
+    "code_execution",
 ]
 VerifierName = Literal["math_equivalence", "format", "code_tests", "orm", "prm", "ensemble"]
 

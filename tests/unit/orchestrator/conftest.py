@@ -22,6 +22,7 @@ STRATEGY_CASES: dict[str, dict[str, Any]] = {
     "budget_forcing": {"n": 1, "params": {"min_thinking_tokens": 30, "max_thinking_tokens": 60}},
     "revision": {"n": 2, "params": {"rounds": 2}},
     "program_of_thought": {"n": 4, "params": {"mode": "hybrid", "cot": 2}},
+    "code_execution": {"n": 4, "params": {"tests": 4}},
 }
 
 

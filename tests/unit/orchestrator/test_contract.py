@@ -16,7 +16,7 @@ from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, cont
 
 T = orchestrator_pb2
 ALL = sorted(REGISTRY)
-GENERATING_ACTIONS = {"generate", "expand", "rollout", "refine", "think", "answer", "program"}
+GENERATING_ACTIONS = {"generate", "expand", "rollout", "refine", "think", "answer", "program", "tests"}
 
 
 def test_every_registered_strategy_has_a_contract_case() -> None:
