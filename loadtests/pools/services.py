@@ -114,12 +114,32 @@ def sandbox_service(slots: int = 4) -> Service:
     return Service("sandbox", env, port)
 
 
+def lock_contended(inode: int, locks: Path = Path("/proc/locks")) -> bool:
+    """True while any process holds or waits for the lock file's flock (read from /proc/locks)."""
+    try:
+        text = locks.read_text()
+    except OSError:
+        return False
+    return any(line.split()[-3].endswith(f":{inode}") for line in text.splitlines() if "FLOCK" in line)
+
+
 @contextmanager
-def model_lock(path: Path = MODEL_LOCK) -> Iterator[float]:
-    """Hold the shared model lock; yields the seconds spent waiting for it."""
+def model_lock(path: Path = MODEL_LOCK, poll_s: float = 5.0) -> Iterator[float]:
+    """Hold the shared model lock, politely: a pool draw runs for hours, so it asks for the lock
+    only when nobody holds it or waits for it (flock is not first-come first-served, and a
+    drawer that re-asks at once after each chunk would starve every test and benchmark queued
+    behind it). Yields the seconds spent waiting."""
     started = time.monotonic()
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        inode = os.fstat(handle.fileno()).st_ino
+        while True:
+            if not lock_contended(inode):
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+            time.sleep(poll_s)
         try:
             yield time.monotonic() - started
         finally:
