@@ -2,7 +2,9 @@
 
 Token counts (prompt / generated / cached) and the KV-cache gauge are the common families in
 ``services.common.metrics``; this module adds what only a policy engine has: aborted
-requests, queue lengths, candidates and prefix-cache counters read from the engine.
+requests and the tokens they had generated, queue lengths, candidates and prefix-cache
+counters read from the engine. An aborted or failed call's tokens are counted in
+``ttc_tokens_total`` like a finished call's: an abort never hides work the engine did.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.common.metrics import LATENCY_BUCKETS, ServiceMetrics
-from services.policy.engines.base import EngineStats
+from services.policy.engines.base import EngineStats, Spent
 
 
 class PolicyMetrics:
@@ -24,6 +26,13 @@ class PolicyMetrics:
         self.aborted = Counter(
             "ttc_policy_aborted_requests_total",
             "Engine requests stopped before they finished, by reason: deadline or cancelled.",
+            ["service", "model", "reason"],
+            registry=r,
+        )
+        self.aborted_tokens = Counter(
+            "ttc_policy_aborted_tokens_total",
+            "Tokens the engine generated for requests stopped before they finished, by reason: deadline or "
+            "cancelled (also counted in ttc_tokens_total).",
             ["service", "model", "reason"],
             registry=r,
         )
@@ -65,8 +74,17 @@ class PolicyMetrics:
             registry=r,
         )
 
-    def count_abort(self, reason: str) -> None:
+    def count_abort(self, reason: str, spent: Spent) -> None:
+        """A request stopped before it finished, and what the engine had spent on it."""
         self.aborted.labels(self.base.service, self.model, reason).inc()
+        self.aborted_tokens.labels(self.base.service, self.model, reason).inc(spent.completion_tokens)
+        self.count_unfinished(spent)
+
+    def count_unfinished(self, spent: Spent) -> None:
+        """The tokens of a request that ended without a result (aborted, or the engine failed)."""
+        self.base.count_tokens(
+            self.model, prompt=spent.prompt_tokens, generated=spent.completion_tokens, cached=spent.cached_tokens
+        )
 
     def count_candidates(self, finish_reasons: list[str]) -> None:
         for reason in finish_reasons:

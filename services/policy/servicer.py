@@ -4,6 +4,9 @@ The engine speaks dataclasses; this module is the only place that knows the prot
 Deadlines: the caller's remaining time bounds the engine call; when it runs out the engine
 request is cancelled (the engine stops decoding at the next step and frees its sequences)
 and the RPC ends with ``DEADLINE_EXCEEDED``. A cancelled RPC cancels the engine call the same way.
+Either way the tokens the engine spent on the call until then (its ``Spent``) are counted
+like a finished call's, and by ``ttc_policy_aborted_tokens_total``; a stream also reports
+each candidate's running token count in every chunk, so its caller knows what it received.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import grpc
 from services.common.errors import DeadlineExceeded
 from services.common.logging import request_id_var
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from services.policy.engines.base import Engine, EngineStats, StreamDelta, TokenLogprob
+from services.policy.engines.base import Engine, EngineStats, Spent, StreamDelta, TokenLogprob
 from services.policy.metrics import PolicyMetrics
 from services.policy.settings import PolicySettings
 from services.policy.tool_output import StreamToolCalls, attach_tool_calls, tool_calls_pb
@@ -85,8 +88,9 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         remaining = context.time_remaining()
         return None if remaining is None else remaining - DEADLINE_MARGIN_S
 
-    async def _bounded(self, call: Awaitable[T], context: grpc.aio.ServicerContext) -> T:
-        """Await an engine call within the caller's deadline; abort it when time runs out."""
+    async def _bounded(self, call: Awaitable[T], context: grpc.aio.ServicerContext, spent: Spent) -> T:
+        """Await an engine call within the caller's deadline; abort it when time runs out. An
+        aborted call's ``spent`` (final once the engine call has unwound) is counted."""
         budget = self._deadline_budget(context)
         try:
             if budget is None:
@@ -97,10 +101,13 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                 raise TimeoutError
             return await asyncio.wait_for(call, budget)
         except TimeoutError:
-            self.metrics.count_abort("deadline")
+            self.metrics.count_abort("deadline", spent)
             raise DeadlineExceeded("the deadline passed before the engine finished; the request was aborted") from None
         except asyncio.CancelledError:
-            self.metrics.count_abort(self._cancel_reason(context))
+            self.metrics.count_abort(self._cancel_reason(context), spent)
+            raise
+        except Exception:
+            self.metrics.count_unfinished(spent)
             raise
 
     @staticmethod
@@ -122,7 +129,10 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         prompt = to_prompt(request.input)
         sampling = to_sampling(request.sampling, self.settings.max_n, self.settings.max_tokens_limit)
         check_context(len(await self.engine.tokenize(prompt)), sampling.max_tokens, self.engine.max_context)
-        gen = await self._bounded(self.engine.generate(prompt, sampling, self._request_id(request.request_id)), context)
+        spent = Spent()
+        gen = await self._bounded(
+            self.engine.generate(prompt, sampling, self._request_id(request.request_id), spent), context, spent
+        )
         attach_tool_calls(gen, prompt)
         completion_tokens = sum(c.completion_tokens for c in gen.completions)
         self.metrics.base.count_tokens(
@@ -162,13 +172,18 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         start = time.perf_counter()
         first = True
         tools = StreamToolCalls(prompt)
+        spent = Spent()
         stream = cast(
             AsyncGenerator[StreamDelta, None],
-            self.engine.generate_stream(prompt, sampling, self._request_id(request.request_id)),
+            self.engine.generate_stream(prompt, sampling, self._request_id(request.request_id), spent),
         )
+        # Ends the RPC without its usage chunk unless cleared: cancelled, timed out, failed,
+        # or closed by gRPC at a yield (the client went away).
+        aborted: str | None = "cancelled"
         try:
             async with contextlib.aclosing(stream), asyncio.timeout(budget):
                 async for raw in stream:
+                    completion[raw.index] = max(completion[raw.index], raw.completion_tokens)
                     delta = tools(raw)
                     if not delta.text and delta.finish_reason is None:
                         continue  # held back: tool-call syntax
@@ -178,7 +193,6 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         )
                         first = False
                     if delta.finish_reason is not None:
-                        completion[delta.index] = delta.completion_tokens
                         finishes.append(delta.finish_reason)
                     yield policy_pb2.GenerateChunk(
                         index=delta.index,
@@ -187,18 +201,35 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         if delta.finish_reason
                         else policy_pb2.FINISH_REASON_UNSPECIFIED,
                         tool_calls=tool_calls_pb(delta.tool_calls),
+                        completion_tokens=completion[delta.index],
                     )
+            aborted = None
         except TimeoutError:
-            self.metrics.count_abort("deadline")
+            aborted = "deadline"
             raise DeadlineExceeded("the deadline passed before the engine finished; the request was aborted") from None
         except asyncio.CancelledError:
-            self.metrics.count_abort(self._cancel_reason(context))
+            aborted = self._cancel_reason(context)
             raise
+        except Exception:
+            aborted = ""  # an engine failure: its tokens are counted, it is no abort
+            raise
+        finally:
+            if aborted is not None:
+                self._stream_aborted(aborted, spent, completion)
         self.metrics.base.count_tokens(model, prompt=prompt_tokens, generated=sum(completion))
         self.metrics.count_candidates(finishes)
         yield policy_pb2.GenerateChunk(
             usage=common_pb2.Usage(prompt_tokens=prompt_tokens, completion_tokens=sum(completion))
         )
+
+    def _stream_aborted(self, reason: str, spent: Spent, streamed: list[int]) -> None:
+        """Count an unfinished stream: what the engine spent, and never less than the tokens
+        its chunks already reported to the caller (an engine that counts no tokens itself)."""
+        spent.completion_tokens = max(spent.completion_tokens, sum(streamed))
+        if reason:
+            self.metrics.count_abort(reason, spent)
+        else:
+            self.metrics.count_unfinished(spent)
 
     async def Score(
         self, request: policy_pb2.ScoreRequest, context: grpc.aio.ServicerContext
@@ -206,11 +237,13 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         model = resolve_model(request.model, [self.engine.model_id])
         prompt = to_prompt(request.input)
         check_score(request.continuations, request.top_logprobs)
+        spent = Spent()
         scoring = await self._bounded(
             self.engine.score(
-                prompt, list(request.continuations), request.top_logprobs, self._request_id(request.request_id)
+                prompt, list(request.continuations), request.top_logprobs, self._request_id(request.request_id), spent
             ),
             context,
+            spent,
         )
         evaluated = scoring.prompt_tokens + sum(len(s.tokens) for s in scoring.scores)
         self.metrics.base.count_tokens(model, prompt=evaluated)

@@ -86,6 +86,13 @@ def to_sampling(msg: policy_pb2.SamplingParams, max_n: int, max_tokens_limit: in
         "sampling.top_logprobs",
         f"top_logprobs must be at most {MAX_TOP_LOGPROBS}, got {msg.top_logprobs}",
     )
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = getattr(msg, name)
+        require(
+            math.isfinite(value) and -2.0 <= value <= 2.0,
+            f"sampling.{name}",
+            f"{name} must be between -2 and 2, got {value}",
+        )
     require(len(msg.stop) <= MAX_STOP_SEQUENCES, "sampling.stop", f"at most {MAX_STOP_SEQUENCES} stop sequences")
     require(all(msg.stop), "sampling.stop", "stop sequences must not be empty strings")
     require(len(msg.seeds) in (0, msg.n), "sampling.seeds", f"give no seeds or exactly n={msg.n}, got {len(msg.seeds)}")
@@ -96,6 +103,8 @@ def to_sampling(msg: policy_pb2.SamplingParams, max_n: int, max_tokens_limit: in
         max_tokens=msg.max_tokens,
         temperature=float(msg.temperature),
         top_p=float(top_p),
+        presence_penalty=float(msg.presence_penalty),
+        frequency_penalty=float(msg.frequency_penalty),
         stop=tuple(msg.stop),
         logprobs=msg.logprobs or msg.top_logprobs > 0,
         top_logprobs=msg.top_logprobs,

@@ -3,7 +3,8 @@
 Engines speak plain dataclasses, not protobuf: the servicer translates, validates and
 counts; an engine only generates. Every method is a coroutine and must stop its engine-side
 work when cancelled (``asyncio.CancelledError``), so a cancelled or timed-out RPC leaves no
-orphaned generation behind.
+orphaned generation behind, and must have written what it spent until then into the call's
+``Spent`` by the time the cancellation reaches the caller.
 """
 
 from __future__ import annotations
@@ -88,10 +89,29 @@ class Sampling:
     max_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
+    #: OpenAI's penalties (-2..2): subtracted from a token's logit once it appeared (presence),
+    #: and per time it appeared (frequency), in the candidate's generated tokens
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     stop: tuple[str, ...] = ()
     logprobs: bool = False
     top_logprobs: int = 0
     constraint: Constraint | None = None
+
+
+@dataclass
+class Spent:
+    """What one engine request has spent so far, kept current by the engine as it works.
+
+    A request stopped before it finishes (cancelled, past its deadline, its client gone)
+    returns no ``Generation``, yet the engine decoded tokens for it: the servicer counts
+    these (``ttc_tokens_total``, and the abort's own counter) so no decoded token goes
+    uncounted. ``prompt_tokens`` are the prompt tokens the engine has taken in (``cached_tokens``
+    of them from its prefix cache), ``completion_tokens`` every candidate's tokens together."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass
@@ -168,16 +188,24 @@ class Engine(ABC):
     max_context: int
 
     @abstractmethod
-    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
-        """Generate ``sampling.n`` candidates sharing one evaluation of the prompt."""
+    async def generate(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> Generation:
+        """Generate ``sampling.n`` candidates sharing one evaluation of the prompt, keeping
+        ``spent`` current as it goes (read when the call is cancelled)."""
 
     @abstractmethod
-    def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+    def generate_stream(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> AsyncIterator[StreamDelta]:
         """Like ``generate`` but yields text deltas as they are decoded."""
 
     @abstractmethod
-    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
-        """Log-probability of each continuation's tokens after the prompt."""
+    async def score(
+        self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str, spent: Spent | None = None
+    ) -> Scoring:
+        """Log-probability of each continuation's tokens after the prompt (the tokens it has
+        evaluated so far are ``spent.prompt_tokens``)."""
 
     @abstractmethod
     async def tokenize(self, prompt: Prompt) -> list[int]:

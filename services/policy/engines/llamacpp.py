@@ -18,6 +18,7 @@ serialized engine (one request at a time).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
@@ -44,6 +45,7 @@ from services.policy.engines.base import (
     Prompt,
     Sampling,
     Scoring,
+    Spent,
     StreamDelta,
     TokenLogprob,
 )
@@ -194,26 +196,36 @@ class LlamaCppEngine(Engine):
         check_grammar(self._vocab, plan)
         return plan
 
-    def _task(self, prompt: Prompt, sampling: Sampling, emit: Emit | None = None) -> GenTask:
+    def _task(self, prompt: Prompt, sampling: Sampling, spent: Spent | None, emit: Emit | None = None) -> GenTask:
         tokens = self.prompt_tokens(prompt)
         plan = self.grammar(prompt, sampling)
 
         def new_sampler(seed: int) -> CandidateSampler:
             return CandidateSampler(self._vocab, seed, sampling, plan, self.n_vocab)
 
-        return GenTask(tokens, sampling, new_sampler, asyncio.get_running_loop(), emit)
+        return GenTask(tokens, sampling, new_sampler, asyncio.get_running_loop(), emit, spent)
 
-    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
-        result: Generation = await run_task(self._batch, self._task(prompt, sampling))
+    async def generate(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> Generation:
+        result: Generation = await run_task(self._batch, self._task(prompt, sampling, spent))
         return result
 
-    async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+    async def generate_stream(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> AsyncIterator[StreamDelta]:
         self.prompt_tokens(prompt)  # bad input fails before the stream starts
         self.grammar(prompt, sampling)
-        async for delta in stream_task(self._batch, lambda emit: self._task(prompt, sampling, emit)):
-            yield delta
+        # Closed explicitly: closing this stream frees the request in the loop before it returns,
+        # so ``spent`` is final by the time the caller counts it.
+        deltas = stream_task(self._batch, lambda emit: self._task(prompt, sampling, spent, emit))
+        async with contextlib.aclosing(deltas):
+            async for delta in deltas:
+                yield delta
 
-    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
+    async def score(
+        self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str, spent: Spent | None = None
+    ) -> Scoring:
         tokens = self.prompt_tokens(prompt)
         conts = [self._tokenize_text(c, add_bos=False, special=False) for c in continuations]
         for i, cont in enumerate(conts):
@@ -225,7 +237,7 @@ class LlamaCppEngine(Engine):
                     f"context window of {self.max_context}",
                     field=f"continuations[{i}]",
                 )
-        task = ScoreTask(tokens, conts, top_logprobs, asyncio.get_running_loop())
+        task = ScoreTask(tokens, conts, top_logprobs, asyncio.get_running_loop(), spent)
         scores: list[ContinuationScore] = await run_task(self._batch, task)
         return Scoring(scores=scores, prompt_tokens=len(tokens))
 

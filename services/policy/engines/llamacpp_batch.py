@@ -30,7 +30,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import llama_cpp
@@ -260,7 +260,7 @@ class BatchLoop:
                 llama_cpp.llama_memory_seq_cp(self.mem, src, task.seq, 0, common)
                 self.slots.touch(src)
             self.slots.hold(task.seq, task.tokens, ready=common)
-            task.fed = task.cached = common
+            task.admitted(common)
             self.prefix_queries += task.n_prompt
             self.prefix_hits += common
             self.running.append(task)
@@ -282,7 +282,7 @@ async def run_task(batch: BatchLoop, task: Task) -> Any:
         raise
 
 
-async def stream_task(batch: BatchLoop, build: Callable[[Emit], GenTask]) -> AsyncIterator[StreamDelta]:
+async def stream_task(batch: BatchLoop, build: Callable[[Emit], GenTask]) -> AsyncGenerator[StreamDelta, None]:
     """Run the generation ``build(emit)`` and yield its deltas as they are decoded."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[StreamDelta | None] = asyncio.Queue()

@@ -1,8 +1,9 @@
 """llama.cpp sampler chains for one candidate, with an optional grammar (worker thread).
 
 Each candidate owns a chain: the grammar first (it masks the tokens the grammar forbids, so
-every candidate is valid by construction), then temperature, top-p and a draw from the
-candidate's own seeded generator (greedy at temperature 0). A lazy grammar (tool_choice
+every candidate is valid by construction), then OpenAI's presence and frequency penalties over
+the candidate's own generated tokens (when either is set), temperature, top-p and a draw from
+the candidate's own seeded generator (greedy at temperature 0). A lazy grammar (tool_choice
 "auto") stays off until its trigger pattern appears in the text. Log-probabilities are read
 from the model's logits, not from the chain, so they are the model's own under a grammar too.
 """
@@ -44,10 +45,19 @@ def check_grammar(vocab: Any, plan: GrammarPlan | None) -> None:
         llama_cpp.llama_sampler_free(grammar_sampler(vocab, plan))
 
 
-def _chain(seed: int, sampling: Sampling) -> Any:
-    """Temperature, top-p and a seeded draw (greedy at temperature 0). llama.cpp seeds are
-    32 bits; the 64-bit seed is folded, avoiding the value that means "random"."""
+def _chain(seed: int, sampling: Sampling, n_vocab: int) -> Any:
+    """Penalties, temperature, top-p and a seeded draw (greedy at temperature 0). llama.cpp
+    seeds are 32 bits; the 64-bit seed is folded, avoiding the value that means "random"."""
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    if sampling.presence_penalty or sampling.frequency_penalty:
+        # OpenAI's definition, as llama.cpp applies it: a token's logit drops by
+        # presence_penalty once it appeared and by frequency_penalty per appearance, counted
+        # over every token this candidate generated (the chain accepts each drawn token; the
+        # prompt's never are). No repetition penalty (1.0).
+        penalties = llama_cpp.llama_sampler_init_penalties(
+            n_vocab, sampling.max_tokens, 1.0, sampling.frequency_penalty, sampling.presence_penalty
+        )
+        llama_cpp.llama_sampler_chain_add(chain, penalties)
     if sampling.temperature <= 0.0:
         llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -72,7 +82,7 @@ class CandidateSampler:
     """
 
     def __init__(self, vocab: Any, seed: int, sampling: Sampling, plan: GrammarPlan | None, n_vocab: int) -> None:
-        self.chain = _chain(seed, sampling)
+        self.chain = _chain(seed, sampling, n_vocab)
         self.grammar = None
         self.n_vocab = n_vocab
         self.resampled = 0

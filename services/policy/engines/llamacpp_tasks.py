@@ -30,6 +30,7 @@ from services.policy.engines.base import (
     FinishReason,
     Generation,
     Sampling,
+    Spent,
     StreamDelta,
     TokenLogprob,
 )
@@ -79,15 +80,18 @@ class Candidate:
 
 
 class Task:
-    """One request in the loop: its prompt on sequence ``seq``, a cancel flag, and the future
-    the caller awaits (resolved on the caller's event loop)."""
+    """One request in the loop: its prompt on sequence ``seq``, a cancel flag, the future
+    the caller awaits (resolved on the caller's event loop), and ``spent``: the prompt tokens
+    on its sequence and the tokens decoded, written here as they happen (the caller reads it
+    once the future is done, also when the request was cancelled)."""
 
     #: KV cells reserved at admission beyond the prompt's
     first_cells = 0
 
-    def __init__(self, tokens: list[int], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, tokens: list[int], loop: asyncio.AbstractEventLoop, spent: Spent | None = None) -> None:
         self.tokens = tokens
         self.loop = loop
+        self.spent = Spent() if spent is None else spent
         self.future: asyncio.Future[Any] = loop.create_future()
         self.cancel = threading.Event()
         self.seq = -1
@@ -104,20 +108,25 @@ class Task:
     def n_prompt(self) -> int:
         return len(self.tokens)
 
+    def admitted(self, cached: int) -> None:
+        """The loop started this request with ``cached`` prompt tokens copied from its cache."""
+        self.fed = self.cached = cached
+        self.spent.prompt_tokens = self.spent.cached_tokens = cached
+
     def feed(self, host: BatchLoop, entries: list[Entry], budget: int) -> int:
         """Add up to ``budget`` prompt tokens to the batch; returns how many were added."""
         last = self.n_prompt - 1
+        added = 0
         if self.fed < last:
             end = min(self.fed + budget, last)
             entries.extend((self.tokens[p], p, self.seq, False) for p in range(self.fed, end))
             added, self.fed = end - self.fed, end
-            return added
-        if self.fed == last and budget > 0:
+        elif self.fed == last and budget > 0:
             self.prompt_out = len(entries)
             entries.append((self.tokens[last], last, self.seq, True))
-            self.fed = self.n_prompt
-            return 1
-        return 0
+            added, self.fed = 1, self.n_prompt
+        self.spent.prompt_tokens = self.fed
+        return added
 
     @property
     def prefilling(self) -> bool:
@@ -162,8 +171,9 @@ class GenTask(Task):
         new_sampler: Callable[[int], Sampler],
         loop: asyncio.AbstractEventLoop,
         emit: Emit | None = None,
+        spent: Spent | None = None,
     ) -> None:
-        super().__init__(tokens, loop)
+        super().__init__(tokens, loop, spent)
         self.sampling = sampling
         self.new_sampler = new_sampler
         self.emit = emit
@@ -232,6 +242,7 @@ class GenTask(Task):
         """Take candidate ``c``'s sampled token: text, log-probability, finish reason."""
         token = c.token
         c.n_tokens += 1
+        self.spent.completion_tokens += 1
         if lp is not None:
             c.logprobs.append(vocab.token_logprob(lp, token, self.sampling.top_logprobs))
         if vocab.is_eog(token):
@@ -280,8 +291,15 @@ class GenTask(Task):
 class ScoreTask(Task):
     """Log-probabilities of each continuation's tokens after the prompt."""
 
-    def __init__(self, tokens: list[int], conts: list[list[int]], top: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(tokens, loop)
+    def __init__(
+        self,
+        tokens: list[int],
+        conts: list[list[int]],
+        top: int,
+        loop: asyncio.AbstractEventLoop,
+        spent: Spent | None = None,
+    ) -> None:
+        super().__init__(tokens, loop, spent)
         self.conts = conts
         self.top = top
         self.first_cells = max(len(c) for c in conts)  # continuations run one at a time
@@ -323,6 +341,7 @@ class ScoreTask(Task):
             self.outs.append((len(entries), cont[p]))
             entries.append((cont[p], self.n_prompt + p, self.spare_seq, True))
         added, self.cfed = end - self.cfed, end
+        self.spent.prompt_tokens += added  # a scoring's continuations are evaluated, not generated
         return added
 
     def advance(self, host: BatchLoop, entries: list[Entry]) -> None:

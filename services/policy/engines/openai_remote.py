@@ -39,6 +39,7 @@ from services.policy.engines.base import (
     Prompt,
     Sampling,
     Scoring,
+    Spent,
     StreamDelta,
 )
 from services.policy.engines.openai_wire import (
@@ -170,6 +171,11 @@ class OpenAIRemoteEngine(Engine):
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
         }
+        # OpenAI's penalties pass through as given (servers default them to 0 when absent).
+        if sampling.presence_penalty:
+            body["presence_penalty"] = sampling.presence_penalty
+        if sampling.frequency_penalty:
+            body["frequency_penalty"] = sampling.frequency_penalty
         if sampling.stop:
             body["stop"] = list(sampling.stop)
         # Logprobs also count each choice's tokens when one request carries several choices.
@@ -194,7 +200,9 @@ class OpenAIRemoteEngine(Engine):
         body = self._body(sampling, n, seed, chat=False) | {"prompt": await self._completion_prompt(prompt)}
         return await self._post("/completions", body)
 
-    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
+    async def generate(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> Generation:
         seeds = sampling.seeds
         consecutive = all(seeds[i] == seeds[0] + i for i in range(len(seeds)))
         chat = bool(prompt.messages and not prompt.assistant_prefix)
@@ -236,14 +244,17 @@ class OpenAIRemoteEngine(Engine):
             completions=[found[i] for i in range(sampling.n)], prompt_tokens=prompt_tokens, cached_tokens=cached
         )
 
-    async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+    async def generate_stream(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> AsyncIterator[StreamDelta]:
         """One streamed request per candidate, merged as deltas arrive."""
         chat = bool(prompt.messages and not prompt.assistant_prefix)
-        async for delta in merge([self._stream_one(prompt, sampling, i, chat) for i in range(sampling.n)]):
+        spent = Spent() if spent is None else spent
+        async for delta in merge([self._stream_one(prompt, sampling, i, chat, spent) for i in range(sampling.n)]):
             yield delta
 
     async def _stream_one(
-        self, prompt: Prompt, sampling: Sampling, index: int, chat: bool
+        self, prompt: Prompt, sampling: Sampling, index: int, chat: bool, spent: Spent
     ) -> AsyncIterator[StreamDelta]:
         if chat:
             path, body = "/chat/completions", self._chat_body(prompt, sampling, 1, sampling.seeds[index])
@@ -266,14 +277,18 @@ class OpenAIRemoteEngine(Engine):
                     calls.feed(delta)
                     text = delta.get("content") or "" if chat else choice.get("text") or ""
                     reason = choice.get("finish_reason")
-                    count += 1 if text or delta.get("tool_calls") else 0  # about one token per event
+                    event_tokens = 1 if text or delta.get("tool_calls") else 0  # about one token per event
+                    count += event_tokens
+                    spent.completion_tokens += event_tokens
                     if text or reason:
                         finish = _finish(reason) if reason else None
                         found = calls.calls() if reason else []
                         yield StreamDelta(index, text, finish, completion_tokens=count, tool_calls=found)
 
     # -- scoring ---------------------------------------------------------------------------
-    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
+    async def score(
+        self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str, spent: Spent | None = None
+    ) -> Scoring:
         """Echoed prompt logprobs of prompt + continuation (``echo`` on /v1/completions). With
         token ids (vLLM) the continuation starts at a known position; with text (llama.cpp
         servers) it starts at the first token whose text offset reaches the continuation."""

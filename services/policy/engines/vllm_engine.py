@@ -11,21 +11,20 @@ seeds are consecutive go out as one request (prompt prefilled once, shared throu
 cache); other seed lists go out as one seeded request per candidate, which share the prompt's
 KV blocks through prefix caching. Both give each candidate its own deterministic sampler.
 
-Statistics come from the engine's scheduler: a stat logger registered with the engine receives
-every ``SchedulerStats`` (KV-cache usage, running/waiting requests, prefix-cache queries and
-hits) the engine core reports, which is the same feed vLLM's own ``vllm:*`` metrics use.
+Aborts: outputs come as deltas (also for ``generate``, which assembles them), so the tokens
+decoded before a cancellation are known and written into the call's ``Spent``.
+
+Statistics come from the engine's scheduler (``vllm_stats``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,59 +40,17 @@ from services.policy.engines.base import (
     Prompt,
     Sampling,
     Scoring,
+    Spent,
     StreamDelta,
     TokenLogprob,
 )
 from services.policy.engines.tool_prompt import request_grammar, template_inputs, template_supports_tools
+from services.policy.engines.vllm_stats import LiveStats, stat_logger_factory
 
 if TYPE_CHECKING:
     from services.policy.settings import PolicySettings
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
-
-
-@dataclass
-class _LiveStats:
-    """What the engine core last reported, plus prefix-cache counters summed over reports."""
-
-    kv_cache_usage: float = 0.0
-    running: int = 0
-    waiting: int = 0
-    prefix_queries: int = 0
-    prefix_hits: int = 0
-    reports: int = 0
-
-
-def _stat_logger_factory(live: _LiveStats) -> Any:
-    """A per-engine stat logger factory feeding ``live`` (built lazily: it subclasses a vLLM class)."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _Collector(StatLoggerBase):
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-            self.engine_index = engine_index
-
-        def record(
-            self,
-            scheduler_stats: Any,
-            iteration_stats: Any,
-            mm_cache_stats: Any = None,
-            engine_idx: int = 0,
-        ) -> None:
-            if scheduler_stats is None:
-                return
-            live.kv_cache_usage = float(scheduler_stats.kv_cache_usage)
-            live.running = int(scheduler_stats.num_running_reqs)
-            live.waiting = int(scheduler_stats.num_waiting_reqs) + int(scheduler_stats.num_skipped_waiting_reqs)
-            prefix = scheduler_stats.prefix_cache_stats
-            if prefix is not None:
-                live.prefix_queries += int(prefix.queries)
-                live.prefix_hits += int(prefix.hits)
-            live.reports += 1
-
-        def log_engine_initialized(self) -> None:
-            return None
-
-    return functools.partial(_Collector)
 
 
 def _configure_environment(settings: PolicySettings) -> None:
@@ -132,7 +89,7 @@ class VllmEngine(Engine):
 
     kind = "vllm"
 
-    def __init__(self, llm: Any, live: _LiveStats, model_id: str, max_context: int) -> None:
+    def __init__(self, llm: Any, live: LiveStats, model_id: str, max_context: int) -> None:
         self._llm = llm
         self._live = live
         self._tokenizer = llm.get_tokenizer()
@@ -213,6 +170,8 @@ class VllmEngine(Engine):
                 max_tokens=sampling.max_tokens,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
+                presence_penalty=sampling.presence_penalty,
+                frequency_penalty=sampling.frequency_penalty,
                 stop=list(sampling.stop) or None,
                 logprobs=sampling.top_logprobs if sampling.logprobs else None,
                 output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
@@ -238,37 +197,59 @@ class VllmEngine(Engine):
         async for item in merge([one(*item) for item in plan], on_unfinished=abort):
             yield item
 
-    async def generate(self, prompt: Prompt, sampling: Sampling, request_id: str) -> Generation:
+    async def generate(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> Generation:
+        spent = Spent() if spent is None else spent
         ids = self._token_ids(prompt)
-        completions: list[Completion] = []
-        cached = 0
+        texts: list[list[str]] = [[] for _ in range(sampling.n)]
+        tokens: list[list[int]] = [[] for _ in range(sampling.n)]
+        positions: list[list[Any]] = [[] for _ in range(sampling.n)]
+        finish: list[FinishReason] = ["abort"] * sampling.n
         k = sampling.top_logprobs
-        plan = self._plan(sampling, request_id, False, self.structured_outputs(prompt, sampling))
+        plan = self._plan(sampling, request_id, True, self.structured_outputs(prompt, sampling))
         async for first, out in self._run(ids, plan):
-            cached = max(cached, int(out.num_cached_tokens or 0))
+            self._started(spent, ids, out)
             for c in out.outputs:
                 index = first + c.index
-                completions.append(
-                    Completion(
-                        index=index,
-                        text=c.text,
-                        finish_reason=_FINISH.get(c.finish_reason, "stop"),
-                        completion_tokens=len(c.token_ids),
-                        seed=sampling.seeds[index],
-                        logprobs=self._logprobs(c.token_ids, c.logprobs, k) if sampling.logprobs else [],
-                    )
-                )
-        completions.sort(key=lambda c: c.index)
-        return Generation(completions=completions, prompt_tokens=len(ids), cached_tokens=cached)
+                texts[index].append(c.text)
+                tokens[index].extend(c.token_ids)
+                positions[index].extend(c.logprobs or [])
+                spent.completion_tokens += len(c.token_ids)
+                if c.finish_reason is not None:
+                    finish[index] = _FINISH.get(c.finish_reason, "stop")
+        completions = [
+            Completion(
+                index=i,
+                text="".join(texts[i]),
+                finish_reason=finish[i],
+                completion_tokens=len(tokens[i]),
+                seed=sampling.seeds[i],
+                logprobs=self._logprobs(tokens[i], positions[i], k) if sampling.logprobs else [],
+            )
+            for i in range(sampling.n)
+        ]
+        return Generation(completions=completions, prompt_tokens=len(ids), cached_tokens=spent.cached_tokens)
 
-    async def generate_stream(self, prompt: Prompt, sampling: Sampling, request_id: str) -> AsyncIterator[StreamDelta]:
+    @staticmethod
+    def _started(spent: Spent, ids: list[int], out: Any) -> None:
+        """The engine took the prompt in: its tokens (and the prefix-cache hits) are spent."""
+        spent.prompt_tokens = len(ids)
+        spent.cached_tokens = max(spent.cached_tokens, int(out.num_cached_tokens or 0))
+
+    async def generate_stream(
+        self, prompt: Prompt, sampling: Sampling, request_id: str, spent: Spent | None = None
+    ) -> AsyncIterator[StreamDelta]:
+        spent = Spent() if spent is None else spent
         ids = self._token_ids(prompt)
         counts = [0] * sampling.n
         plan = self._plan(sampling, request_id, True, self.structured_outputs(prompt, sampling))
         async for first, out in self._run(ids, plan):
+            self._started(spent, ids, out)
             for c in out.outputs:
                 index = first + c.index
                 counts[index] += len(c.token_ids)
+                spent.completion_tokens += len(c.token_ids)
                 if c.text or c.finish_reason is not None:
                     yield StreamDelta(
                         index=index,
@@ -305,10 +286,14 @@ class VllmEngine(Engine):
         return str(self._tokenizer.decode([token_id]))
 
     # -- scoring ---------------------------------------------------------------------------
-    async def score(self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str) -> Scoring:
+    async def score(
+        self, prompt: Prompt, continuations: list[str], top_logprobs: int, request_id: str, spent: Spent | None = None
+    ) -> Scoring:
         """Prompt logprobs of prompt + continuation, read at the continuation's positions.
         The continuation is tokenized on its own, so a token that would merge across the
-        boundary is scored as two tokens (the same convention as the other engines)."""
+        boundary is scored as two tokens (the same convention as the other engines). Each
+        continuation's prompt counts as spent once its evaluation came back."""
+        spent = Spent() if spent is None else spent
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -328,6 +313,8 @@ class VllmEngine(Engine):
                 await asyncio.shield(self._llm.abort(engine_id))
                 raise
             positions = list(final.prompt_logprobs or []) if final is not None else []
+            # as a finished scoring counts: the prompt once, then every continuation
+            spent.prompt_tokens += len(cont_ids) + (0 if spent.prompt_tokens else len(prompt_ids))
             return ContinuationScore(tokens=self._logprobs(cont_ids, positions[len(prompt_ids) :], top_logprobs))
 
         scores = await asyncio.gather(*(one(i, c) for i, c in enumerate(continuations)))
@@ -381,7 +368,7 @@ async def create_engine(settings: PolicySettings) -> Engine:
         enable_chunked_prefill=False if on_cpu else None,
         max_num_batched_tokens=max(settings.vllm_max_model_len, 2048) if on_cpu else None,
     )
-    live = _LiveStats()
-    llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(live)])
+    live = LiveStats()
+    llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(live)])
     max_context = int(llm.model_config.max_model_len)
     return VllmEngine(llm, live, model_id(settings.model), max_context)

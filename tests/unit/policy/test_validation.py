@@ -45,6 +45,10 @@ def field_of(fn: object, *args: object) -> str:
         ({"n": 2, "seeds": [1, 2, 3]}, "sampling.seeds"),
         ({"stop": [""]}, "sampling.stop"),
         ({"stop": [str(i) for i in range(17)]}, "sampling.stop"),
+        ({"presence_penalty": 2.5}, "sampling.presence_penalty"),
+        ({"presence_penalty": float("nan")}, "sampling.presence_penalty"),
+        ({"frequency_penalty": -2.5}, "sampling.frequency_penalty"),
+        ({"frequency_penalty": float("inf")}, "sampling.frequency_penalty"),
     ],
 )
 def test_bad_sampling_names_field(params: dict[str, object], field: str) -> None:
@@ -62,6 +66,13 @@ def test_good_sampling_converts() -> None:
     assert s.top_p == 1.0  # proto3 zero means "unset" = 1
     assert s.logprobs  # top_logprobs implies logprobs
     assert s.stop == ("\n",)
+
+
+def test_penalties_are_carried() -> None:
+    s = to_sampling(sampling(presence_penalty=-2.0, frequency_penalty=1.5), 64)
+    assert (s.presence_penalty, s.frequency_penalty) == (-2.0, 1.5)
+    unset = to_sampling(sampling(), 64)
+    assert (unset.presence_penalty, unset.frequency_penalty) == (0.0, 0.0)
 
 
 def test_explicit_seeds_are_kept() -> None:
