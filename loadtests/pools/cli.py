@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import collections
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.75, help="cascade: escalate below this vote share")
     p.add_argument("--json", type=Path, default=None, help="write rows and per-problem estimates here")
     a = parser.parse_args(argv)
+    # A SIGTERM (kill, timeout) unwinds through ``finally`` so the policy and sandbox a draw started stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
     }  # fmt: skip
