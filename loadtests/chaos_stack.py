@@ -102,7 +102,6 @@ class LocalStack:
             "TTC_GATEWAY_HOST": "127.0.0.1",
             "TTC_GATEWAY_PORT": str(p["gateway"]),
             "TTC_GATEWAY_POLICY_TARGET": policy,
-            "TTC_GATEWAY_VISIBILITY_TIMEOUT_S": "8",
             "TTC_GATEWAY_JOB_TIMEOUT_S": "180",
             "TTC_GATEWAY_STATS_INTERVAL_S": "0.5",
             # The probe-estimator table the gateway e2e tests use with SmolLM2 (no embedding model).

@@ -102,7 +102,7 @@ def build_app(
         )
         stub = cast(policy_pb2_grpc.PolicyStub, RoutedPolicy(watch))  # the probe goes to the model's deployment
         metrics.watch_kv_utilization(lambda: watch.kv_utilization)
-        celery = make_celery(common.redis_url, queue, settings.visibility_timeout_s)
+        celery = make_celery(common.redis_url, queue)  # only to build messages; the broker options are the workers'
         jobs_queue = JobQueue(client, celery, queue, settings.result_ttl_s)
         planner = Planner(
             settings,

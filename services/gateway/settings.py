@@ -116,6 +116,3 @@ class GatewaySettings(BaseSettings):
         description="How long a stored /v1/responses response (its conversation, for previous_response_id) stays "
         "retrievable in Redis.",
     )
-    visibility_timeout_s: int = Field(
-        600, ge=5, description="Broker visibility timeout; must match the orchestrator's setting."
-    )

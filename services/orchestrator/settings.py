@@ -73,7 +73,7 @@ class OrchestratorSettings(BaseSettings):
         600,
         ge=5,
         description="Seconds after which a job taken by a worker that never acknowledged it (crashed) is delivered "
-        "again; must exceed the longest job, and match the gateway's setting.",
+        "again; must exceed the longest job.",
     )
     restore_interval_s: int = Field(
         10, ge=1, description="How often a worker sweeps for unacknowledged jobs of dead workers (seconds)."

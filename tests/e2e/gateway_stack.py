@@ -91,7 +91,6 @@ class GatewayStack:
             "TTC_GATEWAY_POLICY_TARGET": self.policy_target,
             "TTC_JOBS_QUEUE": self.queue,
             "TTC_GATEWAY_STATS_INTERVAL_S": "0.5",
-            "TTC_GATEWAY_VISIBILITY_TIMEOUT_S": "8",
             "TTC_GATEWAY_JOB_TIMEOUT_S": "120",
             # The policy-down tests (test_gateway, test_faults) stop the policy and expect the
             # gateway's own 503 soon after; the chaos suite runs with the default grace period.
