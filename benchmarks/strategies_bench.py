@@ -48,6 +48,7 @@ from services.orchestrator.interfaces import (
     Candidate,
     Generation,
     Message,
+    PartialSink,
     Policy,
     Shape,
     TextSink,
@@ -140,12 +141,16 @@ class CachingPolicy:
         logprobs: bool,
         shape: Shape = NO_SHAPE,
         on_text: TextSink | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        on_partial: PartialSink | None = None,
     ) -> Generation:
         from services.policy.engines import base as eb
 
-        del shape, on_text  # the benchmark's problems are plain text, not streamed
+        del shape, on_text, on_partial  # the benchmark's problems are plain text, not streamed or cut short
 
-        key = (tuple(messages), assistant_prefix, tuple(seeds), max_tokens, temperature, top_p, tuple(stop))
+        penalties = (presence_penalty, frequency_penalty)
+        key = (tuple(messages), assistant_prefix, tuple(seeds), max_tokens, temperature, top_p, tuple(stop), penalties)
         cached = self.cache.get(key) if self.enabled else None
         if cached is not None and (not logprobs or all(c.logprobs for c in cached[0].candidates if c.text)):
             self.hits += 1
@@ -160,6 +165,8 @@ class CachingPolicy:
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
             stop=tuple(stop),
             logprobs=logprobs,
         )

@@ -289,6 +289,8 @@ class Planner:
             prompt=inputs.prompt,
             temperature=req.temperature if req.temperature is not None else DEFAULT_TEMPERATURE,
             top_p=req.top_p if req.top_p is not None else 1.0,
+            presence_penalty=req.presence_penalty or 0.0,
+            frequency_penalty=req.frequency_penalty or 0.0,
             max_tokens=max_tokens,
             stop=req.stop_list(),
             effort_requested=requested,

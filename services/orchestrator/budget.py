@@ -6,8 +6,9 @@ spent uncounted. When a limit is reached the context raises :class:`BudgetExhaus
 :class:`DeadlineReached`; the runner turns that into a clean stop with the best answer so far.
 
 Limits: ``max_generated_tokens`` caps the policy's completion tokens (the search's own
-reasoning). Verifier tokens (generative ORM/PRM judge prompts the engine prefills, and any
-tokens a judge generates) are counted apart - ``verifier_prompt_tokens``,
+reasoning), counting those of calls that ended early as far as they were received.
+Verifier tokens (generative ORM/PRM judge prompts the engine prefills, and any tokens a
+judge generates) are counted apart - ``verifier_prompt_tokens``,
 ``verifier_cached_tokens``, ``verifier_generated_tokens`` - and bounded by
 ``max_verifier_calls``, but do not eat into the generation budget — otherwise a
 verifier-heavy strategy would starve its own generator. A limit of 0 for calls or the
@@ -156,6 +157,14 @@ class Budget:
 
     def charge_failed_policy_call(self) -> None:
         self.policy_calls += 1
+
+    def charge_partial(self, generation: Generation) -> None:
+        """The tokens of a policy call that ended without a result (cancelled, past the
+        deadline, failed mid-stream) as far as they reached us: the engine decoded them, so
+        they are spent (the call itself is counted by ``charge_failed_policy_call``)."""
+        self.generated_tokens += sum(max(0, c.completion_tokens) for c in generation.candidates)
+        self.prompt_tokens += max(0, generation.prompt_tokens)
+        self.cached_tokens += max(0, generation.cached_tokens)
 
     def charge_verification(self, verification: Verification | None) -> None:
         self.verifier_calls += 1

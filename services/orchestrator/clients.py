@@ -7,6 +7,7 @@ search context turns that into termination ``error`` while keeping the best answ
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from services.orchestrator.interfaces import (
     FinishReason,
     Generation,
     Message,
+    PartialSink,
     ProgramRun,
     Shape,
     TextSink,
@@ -82,6 +84,8 @@ def sampling_params(
     stop: Sequence[str],
     logprobs: bool,
     shape: Shape,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
 ) -> policy_pb2.SamplingParams:
     sampling = policy_pb2.SamplingParams(
         n=n,
@@ -89,6 +93,8 @@ def sampling_params(
         max_tokens=max_tokens,
         temperature=temperature,
         top_p=top_p,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
         stop=list(stop),
         logprobs=logprobs,
         top_logprobs=shape.top_logprobs if logprobs else 0,
@@ -117,6 +123,7 @@ class _Streamed:
     text: list[str] = field(default_factory=list)
     finish: int = 0
     tool_calls: list[common_pb2.ToolCall] = field(default_factory=list)
+    tokens: int = 0  # the latest chunk's count (GenerateChunk.completion_tokens)
 
 
 class GrpcPolicy:
@@ -162,6 +169,9 @@ class GrpcPolicy:
         logprobs: bool,
         shape: Shape = NO_SHAPE,
         on_text: TextSink | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        on_partial: PartialSink | None = None,
     ) -> Generation:
         request = policy_pb2.GenerateRequest(
             model=self._model,
@@ -175,6 +185,8 @@ class GrpcPolicy:
                 stop=stop,
                 logprobs=logprobs,
                 shape=shape,
+                presence_penalty=presence_penalty,
+                frequency_penalty=frequency_penalty,
             ),
             request_id=self._request_id,
         )
@@ -183,7 +195,7 @@ class GrpcPolicy:
         while True:
             try:
                 if on_text is not None:
-                    return await self._stream(request, seeds, on_text, attempts)
+                    return await self._stream(request, seeds, on_text, attempts, on_partial)
                 response = await self._stub.Generate(request, timeout=self._timeout)
                 break
             except grpc.aio.AioRpcError as err:
@@ -208,40 +220,58 @@ class GrpcPolicy:
         return True
 
     async def _stream(
-        self, request: policy_pb2.GenerateRequest, seeds: Sequence[int], on_text: TextSink, attempts: Attempts
+        self,
+        request: policy_pb2.GenerateRequest,
+        seeds: Sequence[int],
+        on_text: TextSink,
+        attempts: Attempts,
+        on_partial: PartialSink | None = None,
     ) -> Generation:
         """Generate through GenerateStream, handing candidate 0's text deltas to ``on_text`` as
-        they arrive. The stream carries no per-token logprobs (the caller asks for none)."""
+        they arrive. The stream carries no per-token logprobs (the caller asks for none). Every
+        chunk carries its candidate's token count, so a stream that ends early (cancelled,
+        failed) hands what it had received to ``on_partial``: those tokens were decoded."""
         parts: dict[int, _Streamed] = {}
         usage = common_pb2.Usage()
-        # Reopened on UNAVAILABLE only before its first chunk (retry.stream).
-        async for chunk in stream(lambda: self._stub.GenerateStream(request, timeout=self._timeout), attempts):
-            if chunk.HasField("usage"):
-                usage = chunk.usage
-            part = parts.setdefault(chunk.index, _Streamed())
-            if chunk.text_delta:
-                part.text.append(chunk.text_delta)
-                if chunk.index == 0:
-                    await on_text(chunk.text_delta)
-            if chunk.finish_reason:
-                part.finish = chunk.finish_reason
-            part.tool_calls.extend(chunk.tool_calls)
-        streamed = [parts[i] for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
-        return Generation(
-            candidates=tuple(
-                Candidate(
-                    text="".join(p.text),
-                    finish_reason=_FINISH.get(p.finish, "stop"),
-                    # The stream reports completion tokens for the whole call only.
-                    completion_tokens=usage.completion_tokens if len(streamed) == 1 else 0,
-                    seed=seeds[i] if i < len(seeds) else 0,
-                    tool_calls=tuple(tool_call_of(t) for t in p.tool_calls),
-                )
-                for i, p in enumerate(streamed)
-            ),
-            prompt_tokens=usage.prompt_tokens,
-            cached_tokens=usage.cached_tokens,
-        )
+        try:
+            # Reopened on UNAVAILABLE only before its first chunk (retry.stream).
+            async for chunk in stream(lambda: self._stub.GenerateStream(request, timeout=self._timeout), attempts):
+                if chunk.HasField("usage"):
+                    usage = chunk.usage
+                part = parts.setdefault(chunk.index, _Streamed())
+                part.tokens = max(part.tokens, chunk.completion_tokens)
+                if chunk.text_delta:
+                    part.text.append(chunk.text_delta)
+                    if chunk.index == 0:
+                        await on_text(chunk.text_delta)
+                if chunk.finish_reason:
+                    part.finish = chunk.finish_reason
+                part.tool_calls.extend(chunk.tool_calls)
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            if on_partial is not None and parts:
+                on_partial(_assembled(parts, usage, seeds))
+            raise
+        return _assembled(parts, usage, seeds)
+
+
+def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequence[int]) -> Generation:
+    """The candidates a stream's chunks make up (the final chunk's usage, once it came)."""
+    streamed = [parts[i] for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
+    return Generation(
+        candidates=tuple(
+            Candidate(
+                text="".join(p.text),
+                finish_reason=_FINISH.get(p.finish, "stop"),
+                # A policy that predates per-chunk counts reports the whole call's only.
+                completion_tokens=p.tokens or (usage.completion_tokens if len(streamed) == 1 else 0),
+                seed=seeds[i] if i < len(seeds) else 0,
+                tool_calls=tuple(tool_call_of(t) for t in p.tool_calls),
+            )
+            for i, p in enumerate(streamed)
+        ),
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+    )
 
 
 class GrpcVerifier:

@@ -124,13 +124,19 @@ class Generation:
 
 
 TextSink = Callable[[str], Awaitable[None]]
+#: receives what a policy call had been sent when it ended without a result (cancelled, timed
+#: out, failed mid-stream): the candidates as far as they came, with their tokens counted
+PartialSink = Callable[[Generation], None]
 
 
 class Policy(Protocol):
     """Text generation. ``n`` candidates of one prompt come from one engine call.
 
     ``shape`` carries tools, an output constraint and ``top_logprobs``; ``on_text`` (n == 1
-    only) receives the text as the engine generates it (the policy's GenerateStream)."""
+    only) receives the text as the engine generates it (the policy's GenerateStream), and
+    ``on_partial`` what such a call had been sent if it ends early, so its tokens are charged
+    (a unary call that ends early has sent nothing). ``presence_penalty`` and
+    ``frequency_penalty`` are OpenAI's (-2..2, 0: none)."""
 
     async def generate(
         self,
@@ -146,6 +152,9 @@ class Policy(Protocol):
         logprobs: bool,
         shape: Shape = NO_SHAPE,
         on_text: TextSink | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        on_partial: PartialSink | None = None,
     ) -> Generation: ...
 
 

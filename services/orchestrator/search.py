@@ -81,6 +81,8 @@ def _sampling(job: orchestrator_pb2.SearchJob, token_budget: int) -> Sampling:
         top_p=job.top_p or 1.0,
         max_tokens=max_tokens,
         stop=tuple(job.stop),
+        presence_penalty=job.presence_penalty,
+        frequency_penalty=job.frequency_penalty,
     )
 
 

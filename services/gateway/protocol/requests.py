@@ -78,8 +78,12 @@ class _Sampling(Strict):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
-    presence_penalty: float | None = Field(None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(
+        None, ge=-2, le=2, description="Applied to every candidate the search generates (0: none)."
+    )
+    frequency_penalty: float | None = Field(
+        None, ge=-2, le=2, description="Applied to every candidate the search generates (0: none)."
+    )
     logit_bias: dict[str, int] | None = Field(None, description="Accepted; not applied by this server.")
     user: str | None = None
     reasoning_effort: Effort | None = None

@@ -15,6 +15,8 @@ class Sampling:
     top_p: float = 1.0
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
 
 @dataclass(frozen=True)

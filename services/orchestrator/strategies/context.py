@@ -6,6 +6,8 @@ error handling are written once:
 
 - a call the budget cannot afford raises :class:`~services.orchestrator.budget.StopSearch`;
 - a failing policy, verifier or sandbox raises ``ComponentFailed`` (termination ``error``);
+- a policy call that ends early (the deadline, a failure mid-stream) still charges the tokens
+  it had been sent (``Budget.charge_partial``);
 - the best answer offered so far is kept in ``best`` for the runner to return.
 """
 
@@ -222,6 +224,9 @@ class Context:
                         logprobs=request.logprobs or (request.shaped and self.shape.logprobs),
                         shape=self.shape if request.shaped else NO_SHAPE,
                         on_text=request.on_text if count == 1 else None,
+                        presence_penalty=self.sampling.presence_penalty,
+                        frequency_penalty=self.sampling.frequency_penalty,
+                        on_partial=self.budget.charge_partial,
                     )
                 )
             except StopSearch:

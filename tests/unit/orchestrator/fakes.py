@@ -17,6 +17,7 @@ from services.orchestrator.interfaces import (
     ComponentError,
     Generation,
     Message,
+    PartialSink,
     ProgramRun,
     Shape,
     TextSink,
@@ -40,6 +41,7 @@ class PolicyCall:
     logprobs: bool
     shape: Shape = NO_SHAPE
     streamed: bool = False
+    penalties: tuple[float, float] = (0.0, 0.0)  # (presence, frequency)
 
 
 Respond = Callable[[PolicyCall, int, int], str]  # (call, index, seed) -> text
@@ -80,8 +82,11 @@ class ScriptedPolicy:
         logprobs: bool,
         shape: Shape = NO_SHAPE,
         on_text: TextSink | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        on_partial: PartialSink | None = None,
     ) -> Generation:
-        del top_p
+        del top_p, on_partial  # a scripted call is never cut short
         call = PolicyCall(
             tuple(messages),
             assistant_prefix,
@@ -93,6 +98,7 @@ class ScriptedPolicy:
             logprobs,
             shape,
             on_text is not None,
+            (presence_penalty, frequency_penalty),
         )
         self.calls.append(call)
         if self.fail_on_call == len(self.calls):

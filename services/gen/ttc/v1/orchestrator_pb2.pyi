@@ -51,7 +51,7 @@ class StrategySpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., n: _Optional[int] = ..., verifier: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SearchJob(_message.Message):
-    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "difficulty", "trace_context", "enqueued_at", "tools", "response_format", "logprobs", "top_logprobs", "answers", "stream_answer", "owner", "quiet")
+    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "difficulty", "trace_context", "enqueued_at", "tools", "response_format", "logprobs", "top_logprobs", "answers", "stream_answer", "owner", "quiet", "presence_penalty", "frequency_penalty")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,8 @@ class SearchJob(_message.Message):
     STREAM_ANSWER_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     QUIET_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     model: str
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
@@ -109,7 +111,9 @@ class SearchJob(_message.Message):
     stream_answer: bool
     owner: str
     quiet: bool
-    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ..., tools: _Optional[_Union[_common_pb2.ToolSpec, _Mapping]] = ..., response_format: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., answers: _Optional[int] = ..., stream_answer: _Optional[bool] = ..., owner: _Optional[str] = ..., quiet: _Optional[bool] = ...) -> None: ...
+    presence_penalty: float
+    frequency_penalty: float
+    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ..., tools: _Optional[_Union[_common_pb2.ToolSpec, _Mapping]] = ..., response_format: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., answers: _Optional[int] = ..., stream_answer: _Optional[bool] = ..., owner: _Optional[str] = ..., quiet: _Optional[bool] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
 class BudgetUse(_message.Message):
     __slots__ = ("generated_tokens", "prompt_tokens", "cached_tokens", "policy_calls", "verifier_calls", "wall_seconds", "sandbox_runs", "sandbox_seconds", "verifier_prompt_tokens", "verifier_cached_tokens", "verifier_generated_tokens", "probe_prompt_tokens", "probe_cached_tokens", "probe_generated_tokens")
