@@ -7,8 +7,11 @@ before starting the next that depends on it; prints how to call the gateway.
 
 Then it supervises: a child that exits is restarted after an exponential backoff (``Backoff``:
 1 s doubling to 30 s, reset once a child has stayed up 10 s), and each exit and restart is
-logged. Only a signal (Ctrl-C, SIGTERM) stops the stack, and then it stops every child in
-reverse order. Logs of every process go to ``.run/<service>.log``, the current pid of each to
+logged, a signal by name (``killed by SIGILL (illegal instruction, -4)``); from the second quick
+exit in a row (a crash loop) the last lines of the child's log follow, and a child that exits
+while the stack starts stops it with those lines (the policy's engine self-check line, say).
+Only a signal (Ctrl-C, SIGTERM) stops the stack, and then it stops every child in reverse order.
+Logs of every process go to ``.run/<service>.log``, the current pid of each to
 ``.run/<service>.pid``.
 """
 
@@ -30,9 +33,12 @@ from urllib.request import urlopen
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.exit_status import describe_exit
 from services.common.settings import CommonSettings
 
 RUN_DIR = Path(".run")
+#: lines of a child's log shown when it crash-loops or dies while the stack starts
+TAIL_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,31 @@ class RestartState:
         return self.restart_at is not None and now >= self.restart_at
 
 
+def log_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last ``lines`` non-empty lines of a log file (its last 64 KiB), ``[]`` when unreadable."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def exit_report(name: str, returncode: int, delay: float, failures: int, tail: list[str]) -> str:
+    """The supervisor's line for an exit, and from the second quick exit in a row (a crash loop)
+    the last lines of the child's log under it."""
+    report = f"{name} {describe_exit(returncode)}; restarting in {delay:.1f}s (see {RUN_DIR}/{name}.log)"
+    if failures < 2 or not tail:
+        return report
+    return f"{report}\n{name} is crash-looping ({failures} quick exits in a row){tail_block(name, tail)}"
+
+
+def tail_block(name: str, tail: list[str]) -> str:
+    """``; last lines of .run/<name>.log:`` and the lines, indented, each on its own line."""
+    return f"; last lines of {RUN_DIR}/{name}.log:" + "".join(f"\n  | {line}" for line in tail)
+
+
 def _log(message: str) -> None:
     print(f"{datetime.now(UTC).isoformat(timespec='milliseconds')} stack: {message}", file=sys.stderr, flush=True)
 
@@ -131,7 +162,8 @@ class Child:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not stopping():
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {RUN_DIR}/{self.name}.log")
+                tail = tail_block(self.name, log_tail(RUN_DIR / f"{self.name}.log"))
+                raise RuntimeError(f"{self.name} {describe_exit(self.proc.returncode)} while starting{tail}")
             if self.ready():
                 return
             time.sleep(0.3)
@@ -205,7 +237,8 @@ def supervise(children: list[Child], env: dict[str, str], stopping: Callable[[],
             code = child.exit_code()
             if code is not None and not child.state.waiting:
                 delay = child.state.exited(now)
-                _log(f"{child.name} exited ({code}); restarting in {delay:.1f}s (see {RUN_DIR}/{child.name}.log)")
+                tail = log_tail(RUN_DIR / f"{child.name}.log") if child.state.failures >= 2 else []
+                _log(exit_report(child.name, code, delay, child.state.failures, tail))
             elif child.state.due(now):
                 child.start(env)
                 child.state.restarts += 1

@@ -53,6 +53,16 @@ class PolicySettings(BaseSettings):
     max_tokens_limit: int = Field(
         0, ge=0, description="Upper bound on max_tokens per request; 0 means only the context window limits it."
     )
+    engine_self_check: bool = Field(
+        True,
+        description="llama.cpp: before reporting ready, load the engine in a child process and decode a few "
+        "tokens; if the child dies (SIGILL from a library built for another CPU, SIGSEGV, ...) or fails, log one "
+        "line naming the cause and remedy and exit 3 instead of crashing on the first request. vllm and openai "
+        "skip it (vLLM's engine core is already a child process; the remote engine has nothing local).",
+    )
+    engine_self_check_timeout_s: float = Field(
+        120.0, gt=0, description="How long the engine self-check child may take before the policy refuses to start."
+    )
     stats_interval_s: float = Field(
         2.0, gt=0, description="How often the KV-cache utilization gauge is refreshed from the engine (seconds)."
     )

@@ -54,7 +54,7 @@ def test_killed_worker_is_restarted_and_serves_again(stack: LocalStack) -> None:
     assert new != old and _alive(new)
     assert stack.proc is not None and stack.proc.poll() is None, "the stack must not stop when a child dies"
     log = stack.log()
-    assert "orchestrator exited (-9); restarting in 1.0s" in log
+    assert "orchestrator killed by SIGKILL (killed, -9); restarting in 1.0s" in log
     assert f"orchestrator restarted (pid {new}, restart 1)" in log
     deadline = time.monotonic() + 120
     reply = _ask(stack)
