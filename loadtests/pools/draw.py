@@ -31,8 +31,7 @@ from services.evaluation.datasets import Problem
 from services.evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
 from services.evaluation.problemset import answer_correct, family_of
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
-from services.orchestrator.interfaces import ComponentError, Generation, Message
+from services.orchestrator.interfaces import ComponentError, Executor, Generation, Message, Policy
 from services.orchestrator.strategies import program as pot
 
 _STDOUT_KEPT = 2_000
@@ -72,9 +71,10 @@ def _seeds(problem_id: str, kind: str, seed: int, count: int) -> list[int]:
 
 
 class PoolDrawer:
-    """Draws pools over a ``GrpcPolicy``, a ``GrpcExecutor`` and the sandbox stub."""
+    """Draws pools over the policy (``GrpcPolicy``), the program executor (``GrpcExecutor``) and
+    the sandbox stub that runs hidden tests."""
 
-    def __init__(self, policy: GrpcPolicy, executor: GrpcExecutor, sandbox: sandbox_pb2_grpc.SandboxStub,
+    def __init__(self, policy: Policy, executor: Executor, sandbox: sandbox_pb2_grpc.SandboxStub,
                  settings: DrawSettings) -> None:  # fmt: skip
         self._policy = policy
         self._executor = executor
