@@ -88,7 +88,8 @@ def test_a_math_pool_holds_greedy_then_sampled_chains_and_programs() -> None:
         (1, 0.0, 50, 10), (3, 0.7, 50, 10),
     ]  # fmt: skip
     program_call = next(c for c in policy.calls if pot.PROGRAM_INSTRUCTION in c["messages"][-1].content)
-    assert program_call["messages"] == pot.program_messages(tuple(Message(m["role"], m["content"]) for m in MATH.messages()))
+    asked = tuple(Message(m["role"], m["content"]) for m in MATH.messages())
+    assert program_call["messages"] == pot.program_messages(asked)
     assert program_call["max_tokens"] == pot.PROGRAM_MAX_TOKENS
     again = asyncio.run(PoolDrawer(math_policy(), Python(), Tests(), DrawSettings(k=3)).draw(MATH, "x"))  # type: ignore[arg-type]
     seeds = [c.seed for c in cot.candidates]
