@@ -112,6 +112,8 @@ def main() -> None:
             )
     tps = {side: statistics.median(r["tokens"] / r["seconds"] for r in rs) for side, rs in runs.items()}
     ratio = tps["portable"] / tps["native"]
+    # The fastest round of each side: on a shared 2-core machine the slow rounds are other load.
+    best = {side: max(r["tokens"] / r["seconds"] for r in rs) for side, rs in runs.items()}
     summary = {
         "benchmark": "engine_build_bench",
         "git": git_describe(),
@@ -126,11 +128,15 @@ def main() -> None:
         "runs": runs,
         "median_tokens_per_s": tps,
         "portable_over_native": ratio,
+        "best_tokens_per_s": best,
+        "best_portable_over_native": best["portable"] / best["native"],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"engine_build_{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
     path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"portable {tps['portable']:.1f} tok/s, native {tps['native']:.1f} tok/s: portable/native = {ratio:.3f}")
+    print(f"median: portable {tps['portable']:.1f} tok/s, native {tps['native']:.1f} tok/s: ratio {ratio:.3f}")
+    best_ratio = best["portable"] / best["native"]
+    print(f"best round: portable {best['portable']:.1f}, native {best['native']:.1f}: ratio {best_ratio:.3f}")
     print(f"cpu flags: {' '.join(summary['cpu_flags'])}; load average {summary['loadavg']}; raw data {path}")
 
 
