@@ -93,3 +93,22 @@ def test_rescoring_recomputes_verdicts_from_stored_answers(tmp_path: Path) -> No
     assert [c.correct for c in chunk.pools[0].draws["cot"].candidates] == [True, False]
     assert chunk.header["model"] == "m" and chunk.header["rescored"][0]["changed"] == 2
     assert rescore(tmp_path) == {"calibration-00001.jsonl": 0}
+
+
+def test_status_and_table_read_the_chunks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtests.pools.cli import main
+
+    pools = [
+        pool("a", cot=draw("cot", ("1", True), [("1", True)] * 8),
+             program=draw("program", ("1", True), [("2", False)] * 8)),
+        pool("b", "counting", cot=draw("cot", ("2", False), [("1", True)] * 8),
+             program=draw("program", ("", False), [("1", True)] * 8)),
+    ]  # fmt: skip
+    write_chunk(tmp_path, "calibration", 1, {"settings": DrawSettings().as_dict()}, pools)
+    assert main(["status", "--out", str(tmp_path)]) == 0
+    assert "calibration: 2 problems" in capsys.readouterr().out
+    out = tmp_path / "priced.json"
+    assert main(["table", "--out", str(tmp_path), "--configs", "cot_greedy,sc@8", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| all | `cot_greedy` | 2 | 0.500 |" in printed and "| counting | `sc@8` | 1 | 1.000 |" in printed
+    assert '"pot@9:es"' in out.read_text()
