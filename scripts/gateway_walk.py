@@ -1,0 +1,131 @@
+"""Count the gateway files one plain chat completion enters, and how often it returns to a file
+it had left (issue #22's walk of one request), in-process: TestClient on ``build_app``, a stub
+policy (model list and stats only), a stub worker that answers the job from Redis, and a
+profiler that records every Python call into ``services/gateway/`` during the second request
+(the first warms imports and caches).
+
+    python scripts/gateway_walk.py ROOT   # ROOT: the source tree to measure (e.g. an unpacked commit)
+
+Prints one JSON object: files entered, returns, calls by file and the sequence of files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import json
+import os
+import sys
+import threading
+import time
+from concurrent import futures
+from types import FrameType
+from typing import Any
+
+import grpc
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, HERE]
+os.chdir(ROOT)
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from services.common.settings import CommonSettings  # noqa: E402
+from services.gateway.app import build_app  # noqa: E402
+from services.gateway.settings import GatewaySettings  # noqa: E402
+from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
+from services.jobs import events as ev  # noqa: E402
+from services.jobs.settings import JobsSettings  # noqa: E402
+from tests.helpers.processes import RedisServer, free_port  # noqa: E402
+
+QUEUE = "q-walk"
+
+
+class StubPolicy(policy_pb2_grpc.PolicyServicer):
+    def GetStats(self, request: Any, context: Any) -> policy_pb2.EngineStats:
+        return policy_pb2.EngineStats(engine="stub", model="m")
+
+    def ListModels(self, request: Any, context: Any) -> policy_pb2.ListModelsResponse:
+        return policy_pb2.ListModelsResponse(models=[policy_pb2.ModelInfo(id="m", max_context=4096)])
+
+
+def answer_one_job(redis_url: str) -> None:
+    """A worker that takes one job off the queue and records its result."""
+    import redis.asyncio as aioredis
+
+    async def run() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        _, raw = await client.brpop([QUEUE], timeout=30)  # type: ignore[misc]
+        body = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        job = ev.decode_job(body[0][0])
+        result = orchestrator_pb2.SearchResult(
+            job_id=job.job_id,
+            answer="4",
+            strategy="single",
+            termination=orchestrator_pb2.TERMINATION_COMPLETED,
+            started_at=time.time(),
+            budget_used=orchestrator_pb2.BudgetUse(generated_tokens=3, prompt_tokens=10),
+            answer_tokens=1,
+        )
+        await ev.JobEvents(client, 60).record_result(result, ev.SUCCEEDED)
+        await client.aclose()
+
+    asyncio.run(run())
+
+
+def walk() -> dict[str, Any]:
+    redis_server = RedisServer().start()
+    port = free_port()
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    policy_pb2_grpc.add_PolicyServicer_to_server(StubPolicy(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    settings = GatewaySettings(
+        policy_target=f"127.0.0.1:{port}",
+        stats_interval_s=30,
+        routing_table=f"{ROOT}/services/gateway/routing/routing.v1.json",
+    )
+    app = build_app(settings, CommonSettings(redis_url=redis_server.url), jobs_settings=JobsSettings(queue=QUEUE))
+    gateway = os.path.join(ROOT, "services/gateway") + os.sep
+    sequence: list[str] = []
+    recording = [False]
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and recording[0] and frame.f_code.co_filename.startswith(gateway):
+            name = frame.f_code.co_filename[len(gateway) :]
+            if not sequence or sequence[-1] != name:
+                sequence.append(name)
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "What is 2+2?"}], "reasoning_effort": "none"}
+    threading.setprofile(profile)  # the TestClient's portal thread starts below
+    try:
+        with TestClient(app) as client:
+            for measured in (False, True):
+                threading.Thread(target=answer_one_job, args=(redis_server.url,), daemon=True).start()
+                recording[0] = measured
+                reply = client.post("/v1/chat/completions", json=body)
+                recording[0] = False
+                assert reply.status_code == 200, reply.text
+    finally:
+        threading.setprofile(None)
+        server.stop(0)
+        redis_server.stop()
+    left: set[str] = set()
+    returns = 0
+    for before, name in zip([None, *sequence], sequence, strict=False):
+        returns += name in left
+        if before is not None:
+            left.add(before)
+    return {
+        "root": ROOT,
+        "files": len(set(sequence)),
+        "returns": returns,
+        "calls_by_file": dict(collections.Counter(sequence).most_common()),
+        "sequence": sequence,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(walk()))
