@@ -35,7 +35,6 @@ class Capability:
     why: str  # why it refuses what it refuses ("" when it refuses nothing)
 
 
-_WHOLE = "it returns whole sampled answers"
 _STEPS = "it searches over partial text steps, which a tool call or a JSON constraint cannot be split into"
 CAPABILITIES: dict[str, Capability] = {
     "single": Capability(True, True, True, True, False, ""),
