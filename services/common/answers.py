@@ -151,6 +151,12 @@ def _as_fraction(value: str) -> Fraction | None:
     return None
 
 
+def clean_number(value: str) -> Fraction | None:
+    """An exact rational for a stated number (``42``, ``24.0``, ``1,200``, ``$5``, ``3/4``,
+    ``\\frac{3}{4}``), ``None`` for anything else: what rendering an answer's number starts from."""
+    return _as_fraction(_strip_latex(value.strip()).replace("$", "").strip())
+
+
 def normalize_answer(answer: str) -> str:
     """A canonical spelling of an extracted answer: numbers as reduced rationals, LaTeX noise,
     ``$``, thousands separators, trailing units and whitespace removed, lower-cased."""

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from services.common.embedding import DIM as EMBEDDING_DIM
-from services.common.task_type import TASK_TYPES, classify_task
+from services.common.task_type import FEATURE_TASK_TYPES, classify_task, feature_task
 
 FEATURE_SET = "minilm-l6-v2-mean+text-v1"
 TEXT_FEATURES = ("log1p_numbers", "log1p_max_digits", "log1p_operators", "log1p_words")
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"embedding_{i}" for i in range(EMBEDDING_DIM)),
     *TEXT_FEATURES,
-    *(f"task_{t}" for t in TASK_TYPES),
+    *(f"task_{t}" for t in FEATURE_TASK_TYPES),
 )
 FEATURE_DIM = len(FEATURE_NAMES)
 
@@ -58,6 +58,6 @@ def difficulty_features(embedding: np.ndarray, text: str) -> np.ndarray:
     """One feature row (``FEATURE_NAMES``) from the text's embedding and the text."""
     if embedding.shape != (EMBEDDING_DIM,):
         raise ValueError(f"expected a {EMBEDDING_DIM}-d embedding, got shape {embedding.shape}")
-    task = classify_task(text)
-    one_hot = np.array([1.0 if t == task else 0.0 for t in TASK_TYPES])
+    task = feature_task(classify_task(text))  # the layout the ridge was fitted on
+    one_hot = np.array([1.0 if t == task else 0.0 for t in FEATURE_TASK_TYPES])
     return np.concatenate([embedding.astype(np.float64), text_features(text), one_hot])

@@ -1,10 +1,12 @@
 """Which kind of task a prompt is, decided from its text alone (no model, no tokens).
 
-The task type decides which strategies may run: program-of-thought only pays, and is only
-honest, where running a program decides the answer - a bare calculation or a word problem
-asking for a quantity. Code requests have their own evidence (tests), and open-ended prompts
-have none that execution could give. The rules are deliberately plain regular expressions,
-checked in order, so a misrouted prompt can be explained by reading them:
+The task type is a feature and a default, not a gate: the routing table names a default
+route per task type (program-of-thought wherever a program could compute the answer), the
+difficulty estimator reads it as a one-hot feature, and calibration may route any strategy
+to any type. The only hard limits on a strategy are the ones a request's features impose
+(tools, a response format, logprobs: ``services/jobs/compat.py``). The rules are deliberately
+plain regular expressions, checked in order, so a misrouted prompt can be explained by
+reading them:
 
 1. ``code``: a fenced code block, a line of code (``def``, ``class``, ``import``, ...), or a
    request to write/complete/fix a function, program, script or query.
@@ -15,7 +17,11 @@ checked in order, so a misrouted prompt can be explained by reading them:
    the expression is part of the setting ("the number of ways to tile a 2 x 21 rectangle").
 4. ``math_word``: a question or instruction asking for a quantity (how many, how much, what
    is the total, find the ..., the smallest value ...) with the numbers to work from.
-5. ``open``: everything else.
+5. ``computable``: a task a short program answers exactly though it is not arithmetic on
+   stated numbers - counting letters or words, a conversion (units, bases, Roman numerals),
+   dates and times, sorting, string manipulation, a logic puzzle with few possible answers,
+   or a quantity question with one number ("How many seconds are in 3 hours?").
+6. ``open``: everything else.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
-TaskType = Literal["arithmetic", "math_word", "code", "open"]
+TaskType = Literal["arithmetic", "math_word", "code", "open", "computable"]
 TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
-# Where executing a program decides the answer: the only task types program-of-thought may serve.
-EXECUTABLE_TASKS: frozenset[TaskType] = frozenset({"arithmetic", "math_word"})
-# Strategies whose answer is a program's output.
-EXECUTION_STRATEGIES = frozenset({"program_of_thought"})
+# Task types whose answer is a value (a number, a word, a date): the reply renders it in the
+# asked form and returns the evidence as reasoning (services/orchestrator/presentation.py).
+VALUE_TASKS: frozenset[TaskType] = frozenset({"arithmetic", "math_word", "computable"})
+# The task types the difficulty estimator's one-hot was fitted on (difficulty_features.py):
+# ``computable`` prompts were ``open`` then, and are read as such, so a fitted ridge still fits.
+FEATURE_TASK_TYPES: tuple[TaskType, ...] = ("arithmetic", "math_word", "code", "open")
 
 _F = re.IGNORECASE
 _CODE_BLOCK = re.compile(r"```")
@@ -56,7 +64,12 @@ _DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")  # 
 _NAMED_CALCULATION = re.compile(
     r"\b(gcd|lcm|greatest common (divisor|factor)|least common multiple|square root|cube root|sqrt|factorial|"
     r"prime factori[sz]ation|logarithm|log of|remainder when|modulo|solve for [a-z]|solve the equation)\b|"
-    r"\d\s*%\s*of\s*\d|\d\s*(times|plus|minus|multiplied by|divided by|to the power of|squared|cubed)\b",
+    r"\d\s*%\s*of\s*\d|\d\s*(times|plus|minus|multiplied by|divided by|to the power of|squared|cubed)\b|"
+    r"\d\s*(percent|per cent)\s+of\s+\$?\d|\b(half|a third|one third|a quarter|one quarter|a fifth|a tenth|"
+    r"two thirds|three quarters|square|cube|sum|product|average|mean|quotient|factorial|square root|cube root)"
+    r" of\s+\$?-?\d|"
+    r"\b(double|triple|twice|halve|difference between)\s+\$?-?\d|"
+    r"\b(add|subtract|multiply|divide)\s+-?\d[\d,.]*\s+(and|by|from|to|into)\s+-?\d|\b\d+\s*!(?!\w)",
     _F,
 )
 # A question whose answer is a quantity: "how many ...", "what is the total ...".
@@ -83,6 +96,60 @@ _NUMBER_WORD = re.compile(
     _F,
 )
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+_UNIT_NAME = (
+    r"(mm|cm|m|km|meters?|metres?|kilometers?|kilometres?|miles?|feet|foot|ft|inch(es)?|yards?|kg|g|grams?|"
+    r"kilograms?|pounds?|lbs?|ounces?|oz|liters?|litres?|ml|gallons?|cups?|celsius|fahrenheit|kelvin|seconds?|"
+    r"minutes?|hours?|days?|weeks?|months?|years?|bytes?|bits?|kb|mb|gb|tb|mph|km/h|degrees?|radians?)"
+)
+_COMPUTABLE = (
+    # counting in a text: "how many r's are in strawberry", "count the vowels in ..."
+    re.compile(
+        r"\bhow many (times|letters?|vowels?|consonants?|words?|characters?|chars?|digits?|syllables?|"
+        r"occurrences?|capital letters?|uppercase|lowercase|ones|zeros|zeroes|1s|0s|bits?|set bits|"
+        r"[a-z]'?s|'[a-z]'s?|\"[a-z]\"s?)\b|\bcount (the|how|all|every)\b|\bnumber of (letters?|vowels?|"
+        r"consonants?|words?|characters?|digits?|occurrences?|bits?|ones|zeros)\b",
+        _F,
+    ),
+    # conversions: units, bases, Roman numerals
+    re.compile(
+        rf"\bconvert\b|\b(in|to|into) (binary|hexadecimal|hex|octal|decimal|base[- ]?\d+|roman numerals?)\b|"
+        rf"\b(binary|hexadecimal|hex|octal|roman numerals?) (number|representation|form|value|for)\b|"
+        rf"\d\s*{_UNIT_NAME}\s+(to|in|into|is how many|equals? how many)\s+{_UNIT_NAME}\b|"
+        rf"\bhow many {_UNIT_NAME}\s+(are\s+)?(in|is|make|per)\b",
+        _F,
+    ),
+    # dates and times
+    re.compile(
+        r"\bwhat day of the week\b|\bwhich day of the week\b|\bday of the week\b|\bwhat (time|date|day) "
+        r"(will|would|was|is) it\b|\b(days|weeks|hours|minutes) (between|until|since|from|after|before)\b|"
+        r"\bleap year\b|\b(hours?|minutes?|days?) (later|earlier|ago|from now)\b|\b\d{1,2}:\d{2}\s*(am|pm)?\b",
+        _F,
+    ),
+    # sorting and ordering
+    re.compile(
+        r"\b(sort|sorted|order|arrange|rank|list)\b[^.?!\n]{0,40}\b(alphabetical(ly)?|ascending|descending|"
+        r"increasing|decreasing|smallest to largest|largest to smallest|lowest to highest|highest to lowest)\b|"
+        r"\bsort (these|the following|this list)\b|\b(largest|smallest|biggest|maximum|minimum|median) "
+        r"(of|among|in) (these|the following|the numbers|the list)\b",
+        _F,
+    ),
+    # string manipulation
+    re.compile(
+        r"\breverse (the |this )?(string|word|letters|text|order of|sentence)|"
+        r"\bspell(ed)? [^.?!\n]{0,30}\bbackwards?\b|"
+        r"\b(is|are) [^.?!\n]{0,30}\b(a )?palindromes?\b|\banagrams?\b|\b(first|last|\d+(st|nd|rd|th)) "
+        r"(letter|character|word)\b|\b(to|in) (upper|lower)[ -]?case\b|\bconcatenat|\bcaesar\b|\bshift each\b|"
+        r"\bremove (all |every )?(the )?(vowels|spaces|duplicates|letters)\b",
+        _F,
+    ),
+    # logic puzzles with few possible answers
+    re.compile(
+        r"\b(knights? and knaves?|truth[- ]tellers?|liars?|always (lies|tells the truth))\b|\bwho is (the )?"
+        r"(tallest|shortest|oldest|youngest|fastest|slowest|heaviest|lightest)\b|\bwhich (one|of them|person|box|"
+        r"door) (is|has|must|should|can)\b|\blogic puzzle\b",
+        _F,
+    ),
+)
 _YEAR = re.compile(r"\b(in|since|by|from|until|of)\s+(1\d{3}|20\d{2})\b", _F)
 _SENTENCE_END = re.compile(r"[.?!](\s|$)")
 
@@ -120,9 +187,17 @@ def is_calculation(text: str) -> bool:
     return bool(_EXPRESSION.search(text) or _NAMED_CALCULATION.search(text))
 
 
-def strategy_allowed(strategy: str, task_type: TaskType | None) -> bool:
-    """Whether ``strategy`` may serve ``task_type`` (None: any task type, so only what serves all)."""
-    return strategy not in EXECUTION_STRATEGIES or task_type in EXECUTABLE_TASKS
+def is_computable(text: str) -> bool:
+    """A task a short program answers exactly: counting, conversion, dates and times, sorting,
+    string manipulation, a small logic puzzle, or a quantity question with one number."""
+    if any(p.search(text) for p in _COMPUTABLE):
+        return True
+    return bool(_QUANTITY_QUESTION.search(text) or _WORK_OUT.search(text)) and _numbers(text) >= 1
+
+
+def feature_task(task: TaskType) -> TaskType:
+    """The task type as the difficulty estimator's one-hot reads it (``FEATURE_TASK_TYPES``)."""
+    return task if task in FEATURE_TASK_TYPES else "open"
 
 
 def classify_task(text: str) -> TaskType:
@@ -135,4 +210,6 @@ def classify_task(text: str) -> TaskType:
         return "arithmetic"
     if any(p.search(text) for p in (_QUANTITY_QUESTION, _WORK_OUT, _MATH_PROBLEM)) and _asks_quantity(text):
         return "math_word"
+    if is_computable(text):
+        return "computable"
     return "open"

@@ -6,8 +6,7 @@ Everything here is pure (numpy over per-problem statistics); embedding and file 
 the callers. The held-out evaluation compares adaptive routing with every fixed configuration
 on the same held-out problems and the same measured outcomes, charging adaptive routing its
 difficulty probe (nothing for the zero-token embedding estimator). Routes may differ per task
-type (``services/common/task_type.py``): program-of-thought is only ever chosen for task types
-where execution decides the answer.
+type (``services/common/task_type.py``), and any measured configuration may serve any type.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.task_type import TaskType, strategy_allowed
+from services.common.task_type import TaskType
 from services.evaluation.records import RequestRecord
 
 # Default effort budgets, in multiples of one single-sample request's mean tokens.
@@ -211,15 +210,15 @@ class Choice:
 
 def choose_routes(
     stats: Sequence[ProblemStats], bins: Mapping[str, str], edges: Sequence[tuple[str, float]],
-    budgets: Mapping[str, float], min_problems: int = 3, task_type: TaskType | None = None,
+    budgets: Mapping[str, float], min_problems: int = 3,
 ) -> dict[str, dict[str, Choice]]:  # fmt: skip
     """For each effort and bin: the configuration with the best mean accuracy on the bin's
     calibration problems among those whose mean tokens fit the effort's budget (ties → fewer
     tokens). A bin with fewer than ``min_problems`` problems borrows the all-problem choice.
-    Only configurations whose strategy may serve ``task_type`` compete (None: every task type)."""
-    configs = sorted({c for s in stats for c in s.configs if strategy_allowed(c.partition(":")[0], task_type)})
+    Every measured configuration competes, whatever the task type (it is a default, not a gate)."""
+    configs = sorted({c for s in stats for c in s.configs})
     if not configs:
-        raise ValueError(f"no measured configuration may serve task type {task_type or 'any'}")
+        raise ValueError("no configuration was measured")
     routes: dict[str, dict[str, Choice]] = {}
     for effort, budget in budgets.items():
         routes[effort] = {}
@@ -241,7 +240,7 @@ def choose_task_routes(
     for task in sorted(set(task_of.values())):
         members = [s for s in stats if task_of.get(s.problem_id) == task]
         if len(members) >= min_problems:
-            out[task] = choose_routes(members, bins, edges, budgets, task_type=task)
+            out[task] = choose_routes(members, bins, edges, budgets)
     return out
 
 

@@ -8,6 +8,10 @@ prompts and scored continuations, the probe's prompt), ``cached_tokens`` the par
 served from a prefix cache, ``completion_tokens`` = every token an engine generated, and
 ``reasoning_tokens`` = the generated tokens not in the visible answer (OpenAI's rule:
 ``completion_tokens`` = answer tokens + ``reasoning_tokens``).
+
+Answer and evidence arrive apart (``SearchResult.answer`` in the form the question asked for,
+``SearchResult.reasoning`` the program, its output and the votes, or the chosen chain of
+thought): the answer is ``message.content``, the evidence ``message.reasoning_content``.
 """
 
 from __future__ import annotations
@@ -202,7 +206,11 @@ def completion_logprobs(tokens: Sequence[common_pb2.TokenLogprob], wanted: bool)
 def answers_of(result: orchestrator_pb2.SearchResult) -> list[orchestrator_pb2.Answer]:
     """The chosen answer and the search's further distinct answers (``n`` > 1), best first."""
     chosen = orchestrator_pb2.Answer(
-        text=result.answer, finish_reason=result.finish_reason, tool_calls=result.tool_calls, logprobs=result.logprobs
+        text=result.answer,
+        finish_reason=result.finish_reason,
+        tool_calls=result.tool_calls,
+        logprobs=result.logprobs,
+        reasoning=result.reasoning,
     )
     return [chosen, *result.alternatives]
 
@@ -229,6 +237,7 @@ def chat_response(result: orchestrator_pb2.SearchResult, record: JobRecord) -> C
                 message=AssistantMessage(
                     content=answer.text if answer.text or not answer.tool_calls else None,
                     tool_calls=tool_calls_of(answer.tool_calls),
+                    reasoning_content=answer.reasoning or None,
                 ),
                 finish_reason=finish_reason(answer),
                 logprobs=chat_logprobs(answer.logprobs, record.logprobs),

@@ -5,8 +5,9 @@ estimator it names, with its fitted parameters) without touching the gateway. It
 completely at start-up: a table that names an unknown task type, effort, strategy or bin, or
 whose estimator parameters do not fit the gateway's features, fails loudly there, not on a
 request. ``routes`` serve every task type; ``task_routes`` override them per task type and
-effort, and are the only place program-of-thought may appear (for the task types where
-execution decides the answer).
+effort. Any strategy may serve any task type (the task type is a default, not a gate); what a
+request's features forbid (tools, response formats, logprobs) is rerouted per request
+(``services/jobs/compat.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.common.difficulty_features import FEATURE_DIM, FEATURE_SET
-from services.common.task_type import EXECUTABLE_TASKS, TaskType, strategy_allowed
+from services.common.task_type import TaskType
 from services.gateway.effort import EFFORTS
 from services.gateway.protocol import Effort, StrategyName, TTCOptions, VerifierName
 
@@ -117,17 +118,11 @@ class RoutingTable(_Strict):
         for effort in EFFORTS:
             if not self.routes.get(effort):
                 raise ValueError(f"routes has no entry for effort {effort!r}")
-        tables: list[tuple[str, EffortRoutes, TaskType | None]] = [("routes", self.routes, None)]
-        tables += [(f"task_routes.{t}", r, t) for t, r in self.task_routes.items()]
-        for where, routes, task_type in tables:
+        tables: list[tuple[str, EffortRoutes]] = [("routes", self.routes)]
+        tables += [(f"task_routes.{t}", r) for t, r in self.task_routes.items()]
+        for where, routes in tables:
             for effort, bins in routes.items():
                 _check_bins(f"{where}.{effort}", bins, names)
-                for name, route in bins.items():
-                    if not strategy_allowed(route.strategy, task_type):
-                        raise ValueError(
-                            f"{where}.{effort}.{name}: {route.strategy} only decides answers by execution, so it "
-                            f"may only be routed under task_routes for {sorted(EXECUTABLE_TASKS)}"
-                        )
         return self
 
     def effort_routes(self, effort: Effort, task_type: TaskType | None = None) -> dict[str, Route]:

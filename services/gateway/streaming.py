@@ -1,6 +1,7 @@
 """Server-sent event chunks of a streamed completion, OpenAI's shapes.
 
-A chat stream is: a role chunk; search progress as ``reasoning_content``; the chosen answer's
+A chat stream is: a role chunk; search progress as ``reasoning_content`` (ending with the
+answer's evidence, ``SearchResult.reasoning``, when the answer is a rendered value); the chosen answer's
 text as ``content`` deltas as the worker streams them (``answer_delta`` events, token by
 token where the strategy generates the answer last); once the search ends, its tool calls as
 ``tool_calls`` deltas, the further answers of ``n`` > 1 (choices 1..n-1), the answers' token
@@ -91,6 +92,9 @@ class Chunks:
             if index == 0 and streamed:
                 # The worker streamed the answer; send only what the final text adds (normally nothing).
                 text = text[len(streamed) :] if text.startswith(streamed) else ""
+            if index > 0 and answer.reasoning and self.chat:
+                # The chosen answer's evidence came as progress (stage "evidence"); the others' comes here.
+                out.append(self.delta(ChunkDelta(reasoning_content=answer.reasoning), index))
             if text:
                 out.append(self.content(text, index))
             if answer.tool_calls and self.chat:

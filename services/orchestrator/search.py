@@ -31,6 +31,7 @@ from services.orchestrator.interfaces import (
     TextSink,
     Verifier,
 )
+from services.orchestrator.presentation import may_render, present
 from services.orchestrator.shapes import problem_of, shape_of, token_logprobs_proto, tool_call_proto
 from services.orchestrator.strategies import REGISTRY, build
 from services.orchestrator.strategies.base import Strategy
@@ -143,15 +144,19 @@ def finish_reason(choice: Choice | None) -> str:
     return "length" if finish in ("length", "abort") else "stop"
 
 
-def _answer(job: orchestrator_pb2.SearchJob, choice: Choice) -> orchestrator_pb2.Answer:
-    return orchestrator_pb2.Answer(
-        text=choice.text,
+def _answer(job: orchestrator_pb2.SearchJob, choice: Choice, ctx: Context) -> tuple[orchestrator_pb2.Answer, int]:
+    """The choice as the reply shows it (rendered, its evidence apart) and its answer tokens."""
+    shown = present(choice, ctx.problem, ctx.shape, streamed=ctx.streamed)
+    answer = orchestrator_pb2.Answer(
+        text=shown.content,
         tool_calls=[tool_call_proto(c) for c in choice.tool_calls],
         finish_reason=finish_reason(choice),
         logprobs=token_logprobs_proto(choice.tokens, job.top_logprobs) if job.logprobs and choice.sampled else [],
         votes=choice.votes,
         score=choice.score if choice.scored else 0.0,
+        reasoning=shown.reasoning,
     )
+    return answer, shown.answer_tokens
 
 
 def alternatives(job: orchestrator_pb2.SearchJob, choice: Choice | None, ranking: list[Choice]) -> list[Choice]:
@@ -175,14 +180,15 @@ def alternatives(job: orchestrator_pb2.SearchJob, choice: Choice | None, ranking
 
 def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context) -> orchestrator_pb2.SearchResult:
     choice = execution.choice
-    answer = _answer(job, choice) if choice is not None else orchestrator_pb2.Answer()
+    answer, answer_tokens = _answer(job, choice, ctx) if choice is not None else (orchestrator_pb2.Answer(), 0)
     return orchestrator_pb2.SearchResult(
         job_id=job.job_id,
-        answer=choice.text if choice is not None else "",
+        answer=answer.text,
+        reasoning=answer.reasoning,
         finish_reason=finish_reason(choice),
         tool_calls=answer.tool_calls,
         logprobs=answer.logprobs,
-        alternatives=[_answer(job, c) for c in alternatives(job, choice, ctx.ranking)],
+        alternatives=[_answer(job, c, ctx)[0] for c in alternatives(job, choice, ctx.ranking)],
         strategy=job.strategy.name,
         termination=TERMINATIONS[execution.termination],
         budget_used=usage_to_proto(ctx.budget.usage()),
@@ -191,7 +197,7 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         verifier_passed=bool(choice is not None and choice.passed),
         trace_id=job.job_id,
         error=_job_error(execution),
-        answer_tokens=choice.answer_tokens if choice is not None else 0,
+        answer_tokens=answer_tokens,
         candidates_saved=ctx.early_stop_saved,
         tokens_saved=_tokens_saved(ctx),
     )
@@ -220,8 +226,10 @@ async def run_search(
     the best answer so far. Raises ``InvalidArgument`` for an invalid job.
 
     ``on_answer`` receives the answer text: token by token where the strategy generates its
-    answer last (``single``, ``budget_forcing``), otherwise once, as soon as it is chosen.
-    The deltas add up to ``result.answer``."""
+    answer last (``single``, ``budget_forcing``) and the reply is that text, otherwise once,
+    as soon as it is chosen; where the reply is a rendered value
+    (:mod:`services.orchestrator.presentation`), its evidence goes to ``on_progress`` first
+    (stage ``evidence``: the stream's reasoning). The deltas add up to ``result.answer``."""
     prepared = prepare(job)
 
     async def progress(event: ProgressEvent) -> None:
@@ -246,14 +254,18 @@ async def run_search(
         is_cancelled=is_cancelled,
         executor=executor,
         shape=prepared.shape,
-        answer_sink=on_answer,
+        # A reply that may be a rendered value streams no chain of thought as its answer.
+        answer_sink=None if may_render(job.strategy.name, prepared.problem, prepared.shape) else on_answer,
         answers=max(1, job.answers),
     )
     execution = await execute(prepared.strategy, ctx)
+    result = _result(job, execution, ctx)
     if execution.choice is not None:
         trace.mark_chosen(execution.choice.node_id)
-        await ctx.emit_answer(execution.choice.text)
-    result = _result(job, execution, ctx)
+        if result.reasoning:
+            await ctx.progress("evidence", result.reasoning)
+        if on_answer is not None and not ctx.streamed and result.answer:
+            await on_answer(result.answer)
     stored_job = orchestrator_pb2.SearchJob()
     stored_job.CopyFrom(job)
     if not stored_job.HasField("seed"):

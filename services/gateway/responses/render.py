@@ -1,6 +1,8 @@
 """A response job's record and ``SearchResult`` as the Responses API's ``response`` object.
 
-Output items: a ``reasoning`` item whose summary says what the search did, the answer as a
+Output items: a ``reasoning`` item whose summary says what the search did (and then the
+answer's evidence, ``SearchResult.reasoning``: the program, its output and the votes, or the
+chosen chain of thought, when the answer is a value rendered in the asked form), the answer as a
 ``message`` with one ``output_text`` part (absent when the answer is only tool calls), then
 one ``function_call`` item per tool call. Usage is the chat endpoints' (every engine call the
 response caused): ``input_tokens`` their prompt tokens, ``output_tokens`` every generated token,
@@ -82,7 +84,10 @@ def output_logprobs(tokens: Sequence[common_pb2.TokenLogprob]) -> list[dict[str,
 def output_items(
     job_id: str, result: orchestrator_pb2.SearchResult, record: JobRecord, summary: str
 ) -> list[OutputItem]:
-    items: list[OutputItem] = [ReasoningOutput(id=f"rs_{job_id}", summary=[SummaryText(text=summary)])]
+    summaries = [SummaryText(text=summary)]
+    if result.reasoning and result.reasoning not in summary:  # a streamed summary holds it already
+        summaries.append(SummaryText(text=result.reasoning))
+    items: list[OutputItem] = [ReasoningOutput(id=f"rs_{job_id}", summary=summaries)]
     incomplete = result.finish_reason == "length"
     if result.answer or not result.tool_calls:
         logprobs = output_logprobs(result.logprobs) if record.logprobs else None

@@ -5,7 +5,16 @@ al. 2022; PAL, Gao et al. 2022): computation leaves the weights. Each candidate 
 the sandbox service runs it (no network, CPU/memory/process limits, private tmp - model-written
 code is untrusted) and the last line it prints is its answer. With n > 1 the programs' answers
 vote under tolerant keys (:func:`services.common.answers.vote_key`); programs that crash,
-time out, or print nothing abstain.
+time out, print nothing, or print a value they did not compute (``print(32)``: see
+:mod:`~services.orchestrator.strategies.program_checks`) abstain. When every program drawn
+abstains, up to ``params.retries`` more are sampled while the budget allows.
+
+The question's instructions about the answer's form ("reply with the number", "End with
+'Answer: …'") never reach the program's prompt (:func:`services.common.answer_form.strip_form`):
+a program copies them into what it prints. The chosen answer is the winning program's
+printed value (``Choice.answer``), rendered in the asked form when the reply is made
+(:mod:`services.orchestrator.presentation`); the program, its output and the vote are the
+evidence (``Choice.text``), which the reply returns as reasoning.
 
 Modes (``params.mode``):
 
@@ -26,6 +35,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from services.common.answer_form import parse_form, strip_form
 from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals, vote_key
 from services.common.errors import InvalidArgument
 from services.orchestrator.interfaces import Message
@@ -33,6 +43,7 @@ from services.orchestrator.params import Params
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.config import StrategyInput, read_n
 from services.orchestrator.strategies.context import Context, Generated, GenRequest
+from services.orchestrator.strategies.program_checks import computes_nothing
 from services.orchestrator.strategies.results import Choice, Outcome
 from services.orchestrator.strategies.stopping import should_stop, wave_sizes
 from services.orchestrator.strategies.text import question_text
@@ -53,18 +64,22 @@ PROGRAM_INSTRUCTION = (
 )
 # A program worth running is short; a longer completion is the model explaining instead of coding.
 PROGRAM_MAX_TOKENS = 512
+# Resampled programs (after every drawn one abstained) are drawn at least this hot: a greedy
+# redraw would write the same program again.
+RESAMPLE_TEMPERATURE = 0.7
 
 
 def program_messages(problem: tuple[Message, ...]) -> tuple[Message, ...]:
     """The problem's conversation with the program-writing instructions placed last, where a
-    small model follows them: the caller's system text first (as context: it may say how to
-    format a chain-of-thought answer, which a program must not do), then ours; the last user
-    turn gets the instruction after the problem."""
-    context = [m.content for m in problem if m.role == "system"]
+    small model follows them: the caller's system text first (as context, without its answer
+    format instructions), then ours; the last user turn gets the question without its form
+    instructions (a unit the answer is wanted in stays: it changes the number), then ours."""
+    context = [strip_form(m.content) for m in problem if m.role == "system"]
     turns = [m for m in problem if m.role != "system"]
     system = ("Context from the caller:\n" + "\n\n".join(context) + "\n\n" if context else "") + PROGRAM_SYSTEM
     if turns and turns[-1].role in ("user", "raw"):
-        turns[-1] = Message("user", f"{turns[-1].content}\n\n{PROGRAM_INSTRUCTION}")
+        question = turns[-1].content
+        turns[-1] = Message("user", f"{strip_form(question, parse_form(question))}\n\n{PROGRAM_INSTRUCTION}")
     return (Message("system", system), *turns)
 
 
@@ -102,14 +117,26 @@ class _Ballot:
     weight: float
     program: str = ""
     output: str = ""
+    answer: str = ""  # the value it printed (program_answer)
+    abstained: str = ""  # why a program that ran does not vote
 
 
-def answer_text(ballot: _Ballot, answer: str) -> str:
-    """The visible answer: the program as evidence, what it printed, then the answer stated
-    last (so answer extraction reads the value, not an assignment in the code)."""
-    if not ballot.program:
-        return ballot.generated.text
-    return f"```python\n{ballot.program}\n```\n\nOutput: {ballot.output.strip()}\n\nThe answer is {answer}."
+def evidence_text(chosen: _Ballot, ballots: list[_Ballot], votes: dict[str, float], winner: str) -> str:
+    """The evidence behind the answer: the chosen program, what it printed, and the vote
+    (with the programs that abstained and why), ending with the answer stated (so answer
+    extraction reads the value, not an assignment in the code). A chain-of-thought winner
+    is its own evidence."""
+    if not chosen.program:
+        return chosen.generated.text
+    total = sum(b.weight for b in ballots) or 1.0
+    lines = [f"```python\n{chosen.program}\n```", f"Output: {chosen.output.strip()}"]
+    tally = ", ".join(f"{key!r}: {weight:g}" for key, weight in sorted(votes.items(), key=lambda kv: -kv[1]))
+    lines.append(f"Vote: {votes[winner]:g} of {total:g} vote weight on {winner!r} ({tally}).")
+    abstained = [b.abstained for b in ballots if b.abstained]
+    if abstained:
+        lines.append(f"Abstained: {len(abstained)} program(s) ({'; '.join(sorted(set(abstained)))}).")
+    lines.append(f"The answer is {chosen.answer}.")
+    return "\n\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -124,6 +151,7 @@ class ProgramOfThought(Strategy):
     first_wave: int = 3
     timeout_s: float = 5.0
     fallback: bool = True
+    retries: int = 2
 
     @classmethod
     def from_input(cls, spec: StrategyInput) -> ProgramOfThought:
@@ -147,6 +175,7 @@ class ProgramOfThought(Strategy):
             first_wave=params.integer("first_wave", 3, minimum=1, maximum=64),
             timeout_s=params.number("timeout_s", 5.0, minimum=0.5, maximum=60.0),
             fallback=params.boolean("fallback", True),
+            retries=params.integer("retries", 2, minimum=0, maximum=16),
         )
         params.finish()
         return strategy
@@ -173,11 +202,34 @@ class ProgramOfThought(Strategy):
                     )
                     break
         saved = self.n - drawn
+        ballots.extend(await self._resample(ctx, messages, ballots, decimals))
         if not any(b.key for b in ballots) and self.fallback and self.cot == 0:
             await ctx.progress("fallback", "No program printed an answer; answering by chain of thought.")
             generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0)
             ballots.extend(self._cot_ballot(g, decimals) for g in generated)
         return await self._decide(ctx, ballots, saved)
+
+    async def _resample(
+        self, ctx: Context, messages: tuple[Message, ...], ballots: list[_Ballot], decimals: int | None
+    ) -> list[_Ballot]:
+        """Sampled programs, one at a time, while every program so far abstained, retries are
+        left, and the budget holds twice the mean program's tokens (the rest is for the
+        chain-of-thought fallback)."""
+        drawn: list[_Ballot] = []
+        for _ in range(self.retries):
+            if any(b.key for b in [*ballots, *drawn]):
+                break
+            programs = [b for b in [*ballots, *drawn] if b.generated.node.action == "program"]
+            mean = sum(b.generated.candidate.completion_tokens for b in programs) / max(1, len(programs))
+            if ctx.budget.tokens_left() < 2 * max(mean, 32.0):
+                break
+            await ctx.progress("resample", "No program computed an answer; sampling another program.")
+            temperature = max(ctx.sampling.temperature, RESAMPLE_TEMPERATURE)
+            written = await ctx.generate(1, parent_id=ctx.trace.root.id, action="program", messages=messages,
+                                         temperature=temperature, max_tokens=self._max_tokens(ctx), offer=False,
+                                         shaped=False)  # fmt: skip
+            drawn.extend([await self._execute(ctx, g, decimals) for g in written])
+        return drawn
 
     def _cot_note(self, cot: int) -> str:
         return f" and {cot} chain-of-thought solution(s)" if cot else ""
@@ -229,11 +281,17 @@ class ProgramOfThought(Strategy):
             return _Ballot(generated, "", 1.0)
         run = await ctx.run_program(program, generated.node.id, wall_seconds=self.timeout_s)
         answer = program_answer(run.stdout) if run.status == "ok" else None
-        key = vote_key(answer, decimals=decimals) if answer else ""
+        guess = computes_nothing(program, answer, question_text(ctx.problem)) if answer else None
+        key = vote_key(answer, decimals=decimals) if answer and guess is None else ""
         execution = ctx.trace.get(generated.node.id).execution
         if execution is not None:
             execution.answer = key
-        return _Ballot(generated, key, 1.0, program=program, output=run.stdout if key else "")
+        if guess is not None:
+            await ctx.progress("abstain", f"A program abstains: it {guess} ({answer!r}).")
+        return _Ballot(
+            generated, key, 1.0, program=program, output=run.stdout if key else "", answer=answer or "",
+            abstained=guess or "",
+        )  # fmt: skip
 
     async def _decide(self, ctx: Context, ballots: list[_Ballot], saved: int) -> Outcome:
         votes = self._tally(ballots)
@@ -256,11 +314,13 @@ class ProgramOfThought(Strategy):
             "by early stopping).",
         )
         choice = Choice(
-            text=answer_text(chosen, winner),
+            text=evidence_text(chosen, ballots, votes, winner),
             node_id=chosen.generated.node.id,
             finish_reason=chosen.generated.candidate.finish_reason if not chosen.program else "stop",
             answer_tokens=chosen.generated.candidate.completion_tokens,
             score=votes[winner] / total,
+            votes=len(members),
+            answer=chosen.answer if chosen.program else "",
         )
         ctx.offer(choice, force=True)
         return Outcome(choice)

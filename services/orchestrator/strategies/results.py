@@ -17,7 +17,9 @@ class Choice:
 
     ``sampled`` says the text is exactly one sampled candidate (not a combination of steps, a
     forced prefix plus a continuation, or a rendered program): only then are ``tokens`` (its
-    token logprobs) the answer's. ``votes`` counts the candidates that agreed with it."""
+    token logprobs) the answer's. ``votes`` counts the candidates that agreed with it. ``text``
+    is what the strategy produced (a chain of thought, or a program with its output), the
+    evidence; what the reply shows is rendered from it (``services/orchestrator/presentation.py``)."""
 
     text: str
     node_id: str
@@ -30,6 +32,9 @@ class Choice:
     tokens: tuple[TokenLogprob, ...] = ()
     sampled: bool = False
     votes: int = 0
+    # The answer's value when the strategy knows it exactly (a program's printed answer); ""
+    # when it is read out of ``text``. The reply renders it in the form the question asked for.
+    answer: str = ""
 
     def rank(self) -> tuple[bool, bool, float]:
         return (self.scored, self.passed, self.score)

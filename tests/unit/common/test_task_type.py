@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.task_type import EXECUTABLE_TASKS, TASK_TYPES, classify_task, strategy_allowed
+from services.common.task_type import (
+    FEATURE_TASK_TYPES,
+    TASK_TYPES,
+    VALUE_TASKS,
+    classify_task,
+    feature_task,
+)
 
 ARITHMETIC = [
     "What is 17 + 25?",
@@ -36,6 +42,11 @@ ARITHMETIC = [
     "12 \u00d7 7 = ?",
     "What is 3 + 4? Explain your reasoning.",
     "Solve for x: 2x + 3 = 7",
+    "What is 15 percent of 240?",
+    "What's half of 86?",
+    "Add 17 and 25.",
+    "What is the square of 12?",
+    "5! = ?",
 ]
 MATH_WORD = [
     (
@@ -59,6 +70,25 @@ MATH_WORD = [
     "Sara is 4 years older than her brother, who is 9. How old will Sara be in 3 years?",
     "John has 3 + 4 apples in a basket. He eats 2 of them. How many apples are left?",
     "The meeting runs from 9:30 to 11:15. How long is the meeting in minutes?",
+]
+# A program answers these exactly, though no arithmetic rule recognizes them.
+COMPUTABLE = [
+    "How many r's are in strawberry?",
+    "Count the vowels in 'programming'.",
+    "How many seconds are in 3 hours?",
+    "Convert 5 km to meters.",
+    "What is 255 in binary?",
+    "Write 1994 in Roman numerals.",
+    "What day of the week was 2024-03-15?",
+    "If it is 10:45 now, what time will it be in 50 minutes?",
+    "Sort these words alphabetically: pear, apple, fig.",
+    "Arrange 5, 3, 9, 1 in descending order.",
+    'Reverse the string "hello".',
+    "Spell 'stressed' backwards.",
+    "Is 'racecar' a palindrome?",
+    "What is the 3rd letter of 'python'?",
+    "Who is the tallest if Ann is taller than Bob and Bob is taller than Cy?",
+    "A always lies and B always tells the truth. A says B is a liar. Who is telling the truth?",
 ]
 CODE = [
     (
@@ -105,6 +135,7 @@ CASES = [
     *((text, "math_word") for text in MATH_WORD),
     *((text, "code") for text in CODE),
     *((text, "open") for text in OPEN),
+    *((text, "computable") for text in COMPUTABLE),
 ]
 
 
@@ -113,13 +144,15 @@ def test_classifies_realistic_prompts(text: str, expected: str) -> None:
     assert classify_task(text) == expected
 
 
-def test_every_type_is_covered_and_only_math_may_run_programs() -> None:
+def test_every_type_is_covered_and_value_tasks_are_the_ones_a_program_answers() -> None:
     assert {kind for _, kind in CASES} == set(TASK_TYPES)
-    assert {"arithmetic", "math_word"} == EXECUTABLE_TASKS
-    assert strategy_allowed("program_of_thought", "math_word")
-    assert not strategy_allowed("program_of_thought", "code")
-    assert not strategy_allowed("program_of_thought", None)  # a default route serves every task type
-    assert strategy_allowed("self_consistency", None)
+    assert {"arithmetic", "math_word", "computable"} == VALUE_TASKS
+
+
+def test_the_estimator_reads_computable_as_the_open_it_was_fitted_on() -> None:
+    assert "computable" not in FEATURE_TASK_TYPES
+    assert feature_task("computable") == "open"
+    assert [feature_task(t) for t in FEATURE_TASK_TYPES] == list(FEATURE_TASK_TYPES)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "42", "?", "\U0001f642"])

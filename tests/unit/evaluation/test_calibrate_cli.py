@@ -94,17 +94,16 @@ def test_calibrate_writes_the_zero_token_estimator_with_provenance(tmp_path: Pat
 @pytest.mark.skipif(
     "program_of_thought" not in get_args(StrategyName), reason="program_of_thought is not a gateway strategy yet"
 )
-def test_calibrated_programs_serve_only_the_task_types_execution_decides(tmp_path: Path) -> None:
+def test_calibrated_programs_serve_wherever_they_win_the_task_type_is_no_gate(tmp_path: Path) -> None:
     fake_run(tmp_path / "cal", "calibration", 1, program=True)
     calibrate(tmp_path / "cal", tmp_path / "out", base_table=BASE, features=_features, min_task_problems=3)
     table = load_routing_table(tmp_path / "out" / "routing.json")
-    # Programs win wherever they fit the budget, but only arithmetic may run them: the default
-    # routes (every task type) fall back to sampling, the arithmetic routes take the program.
+    # Programs win wherever they fit the budget, the default routes (every task type) included.
     strategies = {r.strategy for bins in table.routes.values() for r in bins.values()}
-    assert "program_of_thought" not in strategies
+    assert "program_of_thought" in strategies
     assert table.route("low", None, "arithmetic").strategy == "program_of_thought"
-    assert table.route("low", None, "code").strategy == "single"
-    assert "none" not in table.task_routes["arithmetic"]  # 150 tokens do not fit 1x: same as the default
+    assert table.route("low", None, "code").strategy == "program_of_thought"
+    assert table.route("none", None).strategy == "single"  # none stays one greedy sample
 
 
 def test_calibrate_refuses_overlapping_splits(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_none_is_pinned_to_the_greedy_single_sample_even_when_a_tool_is_cheaper(
     assert label == "single:greedy=true"
     bins = {s.problem_id: "medium" for s in pool}
     budgets = effort_budgets(pool, label, {"none": 1.0, "low": 2.0})
-    routes = choose_routes(pool, bins, EDGES, budgets, task_type="arithmetic")
+    routes = choose_routes(pool, bins, EDGES, budgets)
     assert routes["none"]["medium"].config == "program_of_thought:n=1"  # what the budget search alone picks
     pin_effort(routes, "none", pool, label)
     assert {c.config for c in routes["none"].values()} == {label}

@@ -96,8 +96,6 @@ def test_task_routes_override_the_defaults_for_their_task_type_only() -> None:
         ({"code": {"high": {"easy": SC}}}, "every bin"),
         ({"code": {"high": {"tiny": SC, "medium": SC, "hard": SC}}}, "every bin"),
         ({"code": {"high": {"*": SC, "easy": SC}}}, "cannot be combined"),
-        ({"code": {"high": {"*": {**SC, "strategy": "program_of_thought"}}}}, "program_of_thought"),
-        ({"open": {"high": {"*": {**SC, "strategy": "program_of_thought"}}}}, "program_of_thought"),
     ],
 )
 def test_bad_task_routes_fail_at_load(task_routes: dict[str, Any], error: str) -> None:
@@ -105,11 +103,12 @@ def test_bad_task_routes_fail_at_load(task_routes: dict[str, Any], error: str) -
         RoutingTable.model_validate(_embedding_table(task_routes=task_routes))
 
 
-def test_program_of_thought_is_never_a_default_route() -> None:
-    doc = _embedding_table()
+def test_task_types_are_defaults_not_gates_any_strategy_may_serve_any_type() -> None:
+    doc = _embedding_table(task_routes={"open": {"high": {"*": {**SC, "strategy": "program_of_thought"}}}})
     doc["routes"]["high"] = {"*": {**SC, "strategy": "program_of_thought"}}
-    with pytest.raises(ValueError, match="program_of_thought"):
-        RoutingTable.model_validate(doc)
+    table = RoutingTable.model_validate(doc)
+    assert table.route("high", None).strategy == "program_of_thought"
+    assert table.route("high", None, "open").strategy == "program_of_thought"
 
 
 def test_embedding_estimator_needs_fitting_parameters_of_the_right_layout() -> None:

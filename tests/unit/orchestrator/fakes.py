@@ -181,8 +181,9 @@ def contains(answer: str, hit: float = 1.0, miss: float = 0.1) -> ScoreFn:
 
 @dataclass
 class ScriptedExecutor:
-    """Runs nothing: a program ``print(<text>)`` "prints" ``<text>``; ``raise`` crashes;
-    ``while True`` times out; anything else prints nothing. ``fail`` makes the sandbox down."""
+    """Runs nothing: a program ``print(<text>)`` (or ``print("<text>".strip())``) "prints"
+    ``<text>``; ``raise`` crashes; ``while True`` times out; anything else prints nothing.
+    ``fail`` makes the sandbox down."""
 
     fail: bool = False
     runs: list[str] = field(default_factory=list)
@@ -196,14 +197,15 @@ class ScriptedExecutor:
         if "while True" in code:
             return ProgramRun("timeout", exit_code=137, wall_seconds=wall_seconds)
         lines = [line.strip() for line in code.splitlines() if line.strip().startswith("print(")]
-        out = "".join(f"{line[len('print(') : -1].strip(chr(34))}\n" for line in lines)
+        printed = [line[len("print(") : -1].removesuffix(".strip()") for line in lines]
+        out = "".join(f"{text.strip(chr(34))}\n" for text in printed)
         return ProgramRun("ok", stdout=out, wall_seconds=0.02)
 
 
 def programs_by_seed(values: Sequence[str], *, in_order: bool = False) -> Respond:
-    """Program requests (our system prompt) answer a fenced ``print(value)`` program chosen by
-    seed, or in order of generation with ``in_order`` (``value`` may be ``raise`` or ``while
-    True``); other requests state the value."""
+    """Program requests (our system prompt) answer a fenced ``print("value".strip())`` program
+    (it computes, so it votes) chosen by seed, or in order of generation with ``in_order``
+    (``value`` may be ``raise`` or ``while True``); other requests state the value."""
     drawn = iter(range(1 << 30))
 
     def respond(call: PolicyCall, index: int, seed: int) -> str:
@@ -214,7 +216,7 @@ def programs_by_seed(values: Sequence[str], *, in_order: bool = False) -> Respon
                 return "```python\nraise ValueError\n```"
             if value == "while True":
                 return "```python\nwhile True:\n    pass\n```"
-            return f'```python\nx = 1\nprint("{value}")\n```'
+            return f'```python\nx = 1\nprint("{value}".strip())\n```'  # computes (a call), unlike print("42")
         return f"Thinking.\n\nThe answer is {value}."
 
     return respond

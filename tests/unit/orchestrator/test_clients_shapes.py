@@ -127,6 +127,7 @@ async def test_a_text_sink_generates_through_the_stream(served: tuple[ToolPolicy
 
     async with insecure_channel(target) as channel:
         job = make_job("single")
+        job.messages[0].content = "Say something."  # an open prompt: its reply is the streamed text
         job.stream_answer = True
         result, _ = await run_search(job, GrpcPolicy(channel), ScriptedVerifier(contains("x")), on_answer=sink)
     assert len(fake.streams) == 1 and not fake.requests
@@ -179,6 +180,7 @@ async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[
             lambda model: channel if model == "qwen" else other,  # type: ignore[arg-type]
         )
         job = make_job("single")
+        job.messages[0].content = "Say something."  # an open prompt: its reply is the streamed text
         job.model, job.stream_answer = "qwen", stream
         events = [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
         await other.close()

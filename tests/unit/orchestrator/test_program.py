@@ -37,7 +37,8 @@ async def test_float_noise_votes_with_the_clean_value() -> None:
     executor = ScriptedExecutor()
     result, trace = await run_search(pot_job(6, early_stop=False), policy, NO_VERIFIER, executor=executor)
     assert result.termination == T.TERMINATION_COMPLETED, result.error
-    assert result.answer.rstrip().endswith("The answer is -1.586."), result.answer
+    assert result.answer == "The answer is -1.586.", result.answer
+    assert result.reasoning.rstrip().endswith("The answer is -1.5860000000000012.")  # what the winner printed
     keyed = [n.execution.answer for n in trace.nodes if n.HasField("execution")]
     assert keyed == ["-1.586", "2", "-1.586", "2", "-1.586", "7"]
     vote = next(n for n in trace.nodes if n.action == "vote")
@@ -58,7 +59,8 @@ async def test_no_program_answers_falls_back_to_chain_of_thought() -> None:
     policy = ScriptedPolicy(programs_by_seed(["raise"]))
     result, _ = await run_search(pot_job(3, early_stop=False), policy, NO_VERIFIER, executor=ScriptedExecutor())
     assert result.termination == T.TERMINATION_COMPLETED
-    assert result.answer == "Thinking.\n\nThe answer is raise."  # the chain-of-thought sample
+    assert result.reasoning == "Thinking.\n\nThe answer is raise."  # the chain-of-thought sample, as evidence
+    assert result.answer == "The answer is raise."
     assert policy.calls[-1].temperature == 0.0  # greedy fallback
 
 
@@ -124,3 +126,46 @@ async def test_invalid_parameters_name_the_field(params: dict[str, object], fiel
     with pytest.raises(InvalidArgument) as err:
         await run_search(pot_job(2, **params), ScriptedPolicy(programs_by_seed(["1"])), NO_VERIFIER)
     assert err.value.field.startswith(field)
+
+
+def literal_then(value: str, literals: int):  # type: ignore[no-untyped-def]
+    """Programs that print a guessed literal ``literals`` times, then one that computes ``value``."""
+    drawn = iter(range(1 << 30))
+
+    def respond(call, index, seed):  # type: ignore[no-untyped-def]
+        if "Python 3 program" not in call.messages[0].content:
+            return "Thinking.\n\nThe answer is 5."
+        if next(drawn) < literals:
+            return "```python\nprint(32)\n```"
+        return f'```python\nx = 1\nprint("{value}".strip())\n```'
+
+    return respond
+
+
+async def test_a_literal_printing_program_abstains_and_is_resampled() -> None:
+    policy = ScriptedPolicy(literal_then("42", literals=1))
+    executor = ScriptedExecutor()
+    result, trace = await run_search(pot_job(1), policy, NO_VERIFIER, executor=executor)
+    assert result.answer == "The answer is 42."
+    assert [n.execution.answer for n in trace.nodes if n.HasField("execution")] == ["", "42"]
+    assert policy.calls[1].temperature >= 0.7  # a greedy redraw would write print(32) again
+    assert "Abstained: 1 program(s) (prints a literal)" in result.reasoning
+
+
+async def test_resampling_stops_at_the_retries_then_falls_back() -> None:
+    policy = ScriptedPolicy(literal_then("42", literals=10))
+    result, trace = await run_search(pot_job(1, retries=2), policy, NO_VERIFIER, executor=ScriptedExecutor())
+    assert sum(1 for n in trace.nodes if n.HasField("execution")) == 3  # greedy + 2 retries
+    assert result.answer == "The answer is 5."  # the chain-of-thought fallback
+    assert result.reasoning.startswith("Thinking.")
+
+
+async def test_the_program_prompt_never_sees_the_answer_format_and_the_reply_applies_it() -> None:
+    policy = ScriptedPolicy(programs_by_seed(["42"]))
+    job = pot_job(1)
+    job.messages[0].content = "What is 6 times 7? End your reply with 'Answer: <number>'."
+    result, _ = await run_search(job, policy, NO_VERIFIER, executor=ScriptedExecutor())
+    prompt = policy.calls[0].messages[-1].content
+    assert "Answer:" not in prompt and "6 times 7" in prompt
+    assert result.answer == "Answer: 42"
+    assert "```python" in result.reasoning and "```" not in result.answer

@@ -10,6 +10,7 @@ import pytest
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2 as T
 from services.orchestrator.interfaces import Candidate
+from services.orchestrator.presentation import estimate_tokens
 from services.orchestrator.search import run_search, validate_job
 from services.orchestrator.strategies.ab_mcts import mixed_model_draw
 from services.orchestrator.strategies.mcts import TreeNode, priors, puct
@@ -38,7 +39,8 @@ def by_index(answers: list[str]):
 async def test_self_consistency_majority_and_spellings() -> None:
     policy = ScriptedPolicy(by_index(["1,000", "999", "1000.0", "\\boxed{1000}", "999"]))
     result, trace = await run_search(make_job("self_consistency", n=5), policy, ScriptedVerifier(contains("x")))
-    assert "1,000" in result.answer  # earliest member of the winning cluster
+    assert result.answer == "The answer is 1000."  # the value, rendered as a short sentence
+    assert "1,000" in result.reasoning  # the earliest member of the winning cluster is the evidence
     vote_node = next(n for n in trace.nodes if n.action == "vote")
     assert vote_node.text == "1000" and vote_node.visits == 3
     assert len(policy.calls) == 1 and policy.calls[0].n == 5
@@ -114,7 +116,8 @@ async def test_beam_search_expands_steps_with_prefix_and_stop() -> None:
     assert first.n == 6 and first.assistant_prefix == "" and first.stop == ("\n\n",)
     later = policy.calls[1:]
     assert later and all(c.n == 3 and c.assistant_prefix.endswith("\n\n") for c in later)
-    assert result.answer.startswith("Step 1:") and "The answer is" in result.answer
+    assert result.answer == "The answer is 42."
+    assert result.reasoning.startswith("Step 1:") and "The answer is" in result.reasoning
     assert result.termination == T.TERMINATION_COMPLETED
     # Every step's prefixes were scored in one verifier call.
     assert all(c.verifier == "prm" and c.aggregation == "last" for c in verifier.calls)
@@ -219,8 +222,8 @@ async def test_budget_forcing_appends_wait_then_forces_the_answer() -> None:
     assert len(waits) == 2
     assert policy.calls[1].assistant_prefix.endswith(" Wait,")
     assert policy.calls[-1].assistant_prefix.endswith("</think>\nFinal Answer:")
-    assert result.answer == "Final Answer: 42"
-    assert result.answer_tokens == 1
+    assert (result.answer, result.reasoning) == ("The answer is 42.", "Final Answer: 42")
+    assert result.answer_tokens == estimate_tokens(result.answer)
     assert result.budget_used.generated_tokens == 2 * 3 + 1
 
 

@@ -211,7 +211,8 @@ async def test_fewer_distinct_answers_than_asked_are_filled_with_further_candida
     job.answers = 3
     replies = ["The answer is 5.", "So the answer is 5.", "The answer is 5.", "The answer is 6."]
     result, _ = await run_search(job, ScriptedPolicy(by_index(replies)), ScriptedVerifier(contains("x")))
-    assert [(a.text, a.votes) for a in result.alternatives] == [("The answer is 6.", 1), ("So the answer is 5.", 3)]
+    assert [(a.text, a.votes) for a in result.alternatives] == [("The answer is 6.", 1), ("The answer is 5.", 3)]
+    assert result.alternatives[1].reasoning.startswith("So the answer is 5.")  # the further candidate, as evidence
     job.answers = 9  # more than were drawn: all the others, no more
     result, _ = await run_search(job, ScriptedPolicy(by_index(replies)), ScriptedVerifier(contains("x")))
     assert len(result.alternatives) == 3
@@ -262,6 +263,13 @@ async def test_no_logprobs_unless_asked() -> None:
 
 
 # -- answer streaming ----------------------------------------------------------------------
+def open_job(name: str, **kwargs: Any) -> T.SearchJob:
+    """A job whose reply is its text (no value to render), so its answer streams token by token."""
+    job = make_job(name, **kwargs)
+    job.messages[0].content = "Write one sentence about the sea."
+    return job
+
+
 async def stream(job: T.SearchJob, policy: ScriptedPolicy) -> tuple[T.SearchResult, list[str]]:
     deltas: list[str] = []
 
@@ -274,13 +282,13 @@ async def stream(job: T.SearchJob, policy: ScriptedPolicy) -> tuple[T.SearchResu
 
 async def test_single_streams_the_answer_as_generated() -> None:
     policy = ScriptedPolicy(by_index(["Six times seven is forty-two, so the answer is 42."]))
-    result, deltas = await stream(make_job("single"), policy)
+    result, deltas = await stream(open_job("single"), policy)
     assert len(deltas) > 3 and "".join(deltas) == result.answer
     assert policy.calls[0].streamed
 
 
 async def test_budget_forcing_streams_its_final_answer() -> None:
-    job = make_job("budget_forcing", params={"max_thinking_tokens": 20})
+    job = open_job("budget_forcing", params={"max_thinking_tokens": 20})
 
     def respond(call: PolicyCall, index: int, seed: int) -> str:
         return "hmm let me think" if not call.assistant_prefix.endswith("Final Answer:") else "  42 because six sevens"
@@ -335,8 +343,8 @@ async def test_revision_alternatives_are_its_other_attempts_best_first() -> None
 
     verifier = ScriptedVerifier(lambda text: 0.1 * (1 + int(text.rstrip(".")[-1])), passed=lambda t: False)
     result, _ = await run_search(job, ScriptedPolicy(respond), verifier)
-    assert result.answer == "Attempt 3. The answer is 3."  # the best-scored attempt
-    assert [(a.text, round(a.score, 1)) for a in result.alternatives] == [
-        ("Attempt 2. The answer is 2.", 0.3),
-        ("Attempt 1. The answer is 1.", 0.2),
+    assert (result.answer, result.reasoning) == ("The answer is 3.", "Attempt 3. The answer is 3.")  # the best
+    assert [(a.text, a.reasoning, round(a.score, 1)) for a in result.alternatives] == [
+        ("The answer is 2.", "Attempt 2. The answer is 2.", 0.3),
+        ("The answer is 1.", "Attempt 1. The answer is 1.", 0.2),
     ]

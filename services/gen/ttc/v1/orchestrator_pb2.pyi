@@ -148,7 +148,7 @@ class BudgetUse(_message.Message):
     def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., sandbox_runs: _Optional[int] = ..., sandbox_seconds: _Optional[float] = ..., verifier_prompt_tokens: _Optional[int] = ..., verifier_cached_tokens: _Optional[int] = ..., verifier_generated_tokens: _Optional[int] = ..., probe_prompt_tokens: _Optional[int] = ..., probe_cached_tokens: _Optional[int] = ..., probe_generated_tokens: _Optional[int] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at")
+    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at", "reasoning")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class SearchResult(_message.Message):
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     answer: str
     finish_reason: str
@@ -185,23 +186,26 @@ class SearchResult(_message.Message):
     logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprob]
     alternatives: _containers.RepeatedCompositeFieldContainer[Answer]
     started_at: float
-    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ...) -> None: ...
+    reasoning: str
+    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ..., reasoning: _Optional[str] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("text", "tool_calls", "finish_reason", "logprobs", "votes", "score")
+    __slots__ = ("text", "tool_calls", "finish_reason", "logprobs", "votes", "score", "reasoning")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     text: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolCall]
     finish_reason: str
     logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprob]
     votes: int
     score: float
-    def __init__(self, text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., finish_reason: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., votes: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+    reasoning: str
+    def __init__(self, text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., finish_reason: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., votes: _Optional[int] = ..., score: _Optional[float] = ..., reasoning: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "budget_used")

@@ -1,0 +1,166 @@
+"""Whether a program computed its printed answer, or only printed a guess.
+
+A small model asked for a program sometimes does the arithmetic in its head and writes the
+result down: ``print(32)`` for "What is 6 times 7?", ``print("Answer: 10")``, ``x = 42;
+print(x)``. Such a program runs fine and prints a number, so a vote over outputs counts the
+guess as if it were computed - it is exactly the answer program-of-thought exists to avoid.
+These checks let such a program abstain (and be resampled) instead of voting:
+
+- from the AST: the last ``print`` prints only literals - constants, f-strings of constants,
+  names only ever assigned literals, ``str``/``int``/``float`` of those;
+- from the run: the printed number is a numeric literal of the source that the question does
+  not contain, and the program performs no operation at all (no arithmetic, comparison, loop,
+  subscript or call beyond a conversion), e.g. ``def solve(): return 32``.
+
+A program that computes anything (``print(6 * 7)``, a loop, ``len(s)``, a table lookup) votes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from services.common.answers import clean_number
+
+# Calls that only restate their argument: a literal passed through them is still a literal.
+_PASS_THROUGH = frozenset({"str", "int", "float", "repr", "format", "Fraction", "Decimal", "print"})
+# Nodes that are operations: a program containing one computes something.
+_OPERATIONS = (
+    ast.BinOp,
+    ast.AugAssign,
+    ast.Compare,
+    ast.BoolOp,
+    ast.For,
+    ast.While,
+    ast.comprehension,
+    ast.Subscript,
+    ast.IfExp,
+    ast.Attribute,
+)
+_QUESTION_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _literal_names(tree: ast.Module) -> set[str]:
+    """Names every binding of which is a literal (iterated: ``a = 3; b = a`` makes both)."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in _target_names(target):
+                    bound.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr, ast.With)):
+            targets: list[ast.expr | None] = (
+                [i.optional_vars for i in node.items] if isinstance(node, ast.With) else [node.target]
+            )
+            for rebound in targets:
+                for name in _target_names(rebound):
+                    bound.setdefault(name, []).append(None)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for arg in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs]:
+                bound.setdefault(arg.arg, []).append(None)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+    literal: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in bound.items():
+            if name not in literal and all(v is not None and _is_literal(v, literal) for v in values):
+                literal.add(name)
+                changed = True
+    return literal
+
+
+def _target_names(target: ast.expr | None) -> list[str]:
+    if target is None:
+        return []
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _is_literal(node: ast.expr, names: set[str]) -> bool:
+    """Whether ``node`` is a value written down rather than computed."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.UnaryOp):
+        return _is_literal(node.operand, names)
+    if isinstance(node, ast.JoinedStr):
+        return all(_is_literal(v, names) for v in node.values)
+    if isinstance(node, ast.FormattedValue):
+        return _is_literal(node.value, names)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_is_literal(e, names) for e in node.elts)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _PASS_THROUGH:
+        return all(_is_literal(a, names) for a in node.args) and not node.keywords
+    return False
+
+
+def _last_print(tree: ast.Module) -> ast.Call | None:
+    prints = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+    ]
+    return max(prints, key=lambda n: (n.lineno, n.col_offset), default=None)
+
+
+def prints_literal(program: str) -> bool:
+    """The AST check: the program's last ``print`` prints only literals."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return False
+    call = _last_print(tree)
+    if call is None or not call.args:
+        return False
+    names = _literal_names(tree)
+    return all(_is_literal(a, names) for a in call.args)
+
+
+def _computes_anything(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, _OPERATIONS):
+            return True
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _PASS_THROUGH):
+            return True
+    return False
+
+
+def _numbers_in(text: str) -> set[str]:
+    found = set()
+    for token in _QUESTION_NUMBER.findall(text):
+        number = clean_number(token)
+        if number is not None:
+            found.add(str(number))
+    return found
+
+
+def guessed_output(program: str, printed: str, question: str) -> bool:
+    """The run check: the printed number is one of the source's literals, not the question's,
+    and nothing in the program computes."""
+    number = clean_number(printed)
+    if number is None:
+        return False
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return False
+    if _computes_anything(tree):
+        return False
+    literals = {
+        str(clean_number(str(n.value)))
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+    }
+    return str(number) in literals and str(number) not in _numbers_in(question)
+
+
+def computes_nothing(program: str, printed: str, question: str) -> str | None:
+    """Why the program's printed answer is a guess (it then abstains), or ``None`` if it computed."""
+    if prints_literal(program):
+        return "prints a literal"
+    if guessed_output(program, printed, question):
+        return "prints a number written in the program, computing nothing"
+    return None
