@@ -34,7 +34,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.exit_status import describe_exit
-from services.common.settings import CommonSettings
+from services.common.settings import CommonSettings, StackSettings
 
 RUN_DIR = Path(".run")
 #: lines of a child's log shown when it crash-loops or dies while the stack starts
@@ -148,10 +148,14 @@ class Child:
     ready: Callable[[], bool]
     proc: subprocess.Popen[bytes] | None = None
     state: RestartState = field(default_factory=RestartState)
+    #: settings of this child only, over the stack's environment (a second policy's model and ports)
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def start(self, env: dict[str, str]) -> None:
         with open(RUN_DIR / f"{self.name}.log", "ab") as log:
-            self.proc = subprocess.Popen(self.command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.command, env={**env, **self.overrides}, stdout=log, stderr=subprocess.STDOUT
+            )
         (RUN_DIR / f"{self.name}.pid").write_text(f"{self.proc.pid}\n")
         self.state.started(time.monotonic())
 
@@ -247,6 +251,26 @@ def supervise(children: list[Child], env: dict[str, str], stopping: Callable[[],
         time.sleep(tick_s)
 
 
+def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The large model's policy child's settings, and the stack environment with its deployment
+    added to the gateway's and the workers' per-model targets (kept with any the user set)."""
+    from services.policy.models import model_id
+
+    if not stack.large_model:
+        return {}, env
+    target = f"127.0.0.1:{stack.large_model_port}"
+    child = {
+        "TTC_POLICY_MODEL": stack.large_model,
+        "TTC_POLICY_PORT": str(stack.large_model_port),
+        "TTC_POLICY_METRICS_PORT": str(stack.large_model_metrics_port),
+    }
+    wired = dict(env)
+    entry = f"{model_id(stack.large_model)}={target}"
+    for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS"):
+        wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
+    return child, wired
+
+
 def _served_model(port: int) -> str:
     """The first model the gateway serves, for copy-pasteable examples."""
     import json
@@ -293,11 +317,16 @@ def run_stack() -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     serve = [sys.executable, "-m", "services.cli", "serve"]
     gateway_port = GatewaySettings().port
+    stack = StackSettings()
+    large, env = large_model_wiring(stack, env)
     children = [
         child
         for child in [
             _redis_child(common.redis_url),
             Child("policy", [*serve, "policy"], _grpc_ready(PolicySettings().port)),
+            Child("policy-large", [*serve, "policy"], _grpc_ready(stack.large_model_port), overrides=large)
+            if large
+            else None,
             Child("sandbox", [*serve, "sandbox"], _grpc_ready(SandboxSettings().port)),
             Child("verifier", [*serve, "verifier"], _grpc_ready(VerifierSettings().port)),
             Child(

@@ -23,3 +23,18 @@ class CommonSettings(BaseSettings):
     )
     otel_console: bool = Field(False, description="Also print finished spans to stderr (debugging).")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis used for queues, events and traces.")
+
+
+class StackSettings(BaseSettings):
+    """What `ttc stack` (everything on one machine, `make run`) serves beyond one of each service."""
+
+    model_config = SettingsConfigDict(env_prefix="TTC_STACK_", extra="ignore")
+
+    large_model: str = Field(
+        "",
+        description="A second, larger model `ttc stack` serves beside TTC_POLICY_MODEL, as its own policy "
+        "deployment, for escalation (the cascade) and as a stronger judge: a registry name such as "
+        "qwen2.5-coder-1.5b (prepare it with `make models-large`) or a .gguf path. Empty: one model.",
+    )
+    large_model_port: int = Field(50061, description="gRPC port of the large model's policy deployment.")
+    large_model_metrics_port: int = Field(9111, description="Metrics port of the large model's policy deployment.")

@@ -67,3 +67,16 @@ def test_supervise_restarts_an_exiting_child_with_backoff_until_stopped(
     assert "restarting in 0.2s" in err and "restarting in 0.4s" not in err
     assert "flaky restarted (pid " in err
     assert (tmp_path / "flaky.pid").read_text().strip() == str(child.proc.pid if child.proc else "")
+
+
+def test_the_large_model_is_its_own_policy_deployment_wired_to_the_gateway_and_workers() -> None:
+    from services.common.settings import StackSettings
+    from services.stack import large_model_wiring
+
+    env = {"TTC_GATEWAY_POLICY_TARGETS": "other=10.0.0.5:50051", "PATH": "/bin"}
+    assert large_model_wiring(StackSettings(large_model=""), env) == ({}, env)
+    child, wired = large_model_wiring(StackSettings(large_model="qwen2.5-coder-1.5b", large_model_port=50071), env)
+    assert child["TTC_POLICY_MODEL"] == "qwen2.5-coder-1.5b" and child["TTC_POLICY_PORT"] == "50071"
+    assert wired["TTC_GATEWAY_POLICY_TARGETS"] == "other=10.0.0.5:50051,qwen2.5-coder-1.5b=127.0.0.1:50071"
+    assert wired["TTC_ORCHESTRATOR_POLICY_TARGETS"] == "qwen2.5-coder-1.5b=127.0.0.1:50071"
+    assert wired["PATH"] == "/bin" and "TTC_POLICY_MODEL" not in wired

@@ -1,0 +1,65 @@
+"""``ttc stack`` serves a second, larger model beside the default one when TTC_STACK_LARGE_MODEL
+asks for it (issue #20 item 4): its own policy deployment, listed by /v1/models, and requests
+for it are generated there (its policy's token counter moves, the default one's does not).
+CI's machine has the two packaged models, so the "large" one here is Qwen2.5-Coder-0.5B beside
+SmolLM2; `make models-large` prepares the 1.5B for the real pairing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from loadtests.chaos_stack import LocalStack, free_port
+
+pytestmark = pytest.mark.e2e
+
+LARGE = "qwen2.5-coder-0.5b"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[LocalStack, int]]:
+    metrics_port = free_port()
+    s = LocalStack(
+        concurrency=2,
+        extra_env={
+            "TTC_STACK_LARGE_MODEL": LARGE,
+            "TTC_STACK_LARGE_MODEL_PORT": str(free_port()),
+            "TTC_STACK_LARGE_MODEL_METRICS_PORT": str(metrics_port),
+        },
+    )
+    try:
+        s.start()
+        yield s, metrics_port
+    finally:
+        s.stop()
+
+
+def _generated_tokens(metrics_port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("ttc_tokens_total{") and 'kind="generated"' in line
+    )
+
+
+def test_both_models_are_served_and_the_large_one_generates_on_its_own_deployment(
+    stack: tuple[LocalStack, int],
+) -> None:
+    s, large_metrics = stack
+    client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0)
+    assert {m.id for m in client.models.list()} >= {s.model, LARGE}
+    small_before = _generated_tokens(s.ports["policy_metrics"])
+    large_before = _generated_tokens(large_metrics)
+    reply = client.chat.completions.create(
+        model=LARGE,
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=8,
+        reasoning_effort="none",
+    )
+    assert reply.model == LARGE and reply.choices[0].message.content
+    assert _generated_tokens(large_metrics) > large_before
+    assert _generated_tokens(s.ports["policy_metrics"]) == small_before
