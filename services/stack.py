@@ -253,7 +253,8 @@ def supervise(children: list[Child], env: dict[str, str], stopping: Callable[[],
 
 def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The large model's policy child's settings, and the stack environment with its deployment
-    added to the gateway's and the workers' per-model targets (kept with any the user set)."""
+    added to the gateway's, the workers' and the verifier's per-model targets (kept with any the
+    user set), so clients can ask for it and TTC_ORCHESTRATOR_JUDGE_MODEL can make it the judge."""
     from services.policy.models import model_id
 
     if not stack.large_model:
@@ -266,7 +267,7 @@ def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[
     }
     wired = dict(env)
     entry = f"{model_id(stack.large_model)}={target}"
-    for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS"):
+    for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS", "TTC_VERIFIER_POLICY_TARGETS"):
         wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
     return child, wired
 

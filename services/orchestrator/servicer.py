@@ -27,6 +27,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         sandbox_channel: grpc.aio.Channel,
         traces: TraceStore,
         policy_channel_for: Callable[[str], grpc.aio.Channel] | None = None,
+        judge_model: str = "",
     ):
         self.policy_channel = policy_channel
         # The policy deployment of a job's model (several models behind one orchestrator).
@@ -34,6 +35,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         self.verifier_channel = verifier_channel
         self.sandbox_channel = sandbox_channel
         self.traces = traces
+        self.judge_model = judge_model  # the generative judges' model; "" = the job's (TTC_ORCHESTRATOR_JUDGE_MODEL)
 
     async def RunSearch(
         self, request: orchestrator_pb2.SearchJob, context: grpc.aio.ServicerContext
@@ -45,7 +47,8 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         validate_job(job)  # InvalidArgument → INVALID_ARGUMENT naming the field
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else 600.0
         policy = GrpcPolicy(self.policy_channel_for(job.model), job.model, request_id=job.job_id, timeout=timeout)
-        verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job.job_id, timeout=timeout)
+        judge = self.judge_model or job.model
+        verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job.job_id, timeout=timeout)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job.job_id, timeout=timeout)
         events: asyncio.Queue[orchestrator_pb2.JobEvent] = asyncio.Queue()
         sequence = 0

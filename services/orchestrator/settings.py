@@ -5,20 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
-def parse_targets(text: str) -> dict[str, str]:
-    """``"model=host:port,model2=host:port"`` as a mapping; ``ValueError`` naming a bad entry."""
-    targets: dict[str, str] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-        model, sep, target = (part.strip() for part in entry.partition("="))
-        if not sep or not model or not target or ":" not in target:
-            raise ValueError(f"expected model=host:port, got {entry!r}")
-        if model in targets:
-            raise ValueError(f"model {model!r} is listed twice")
-        targets[model] = target
-    return targets
+from services.common.targets import parse_targets
 
 
 class OrchestratorSettings(BaseSettings):
@@ -33,6 +20,12 @@ class OrchestratorSettings(BaseSettings):
         "",
         description="Policy deployments by model, 'model=host:port,...': a job for a listed model goes to its "
         "deployment, any other to policy_target.",
+    )
+    judge_model: str = Field(
+        "",
+        description="Model the verifier's generative judges (ORM, PRM: best-of-N, beam search, weighted votes) "
+        "score with; empty = the job's own model. A stronger deployment (e.g. TTC_STACK_LARGE_MODEL) must be in "
+        "the verifier's TTC_VERIFIER_POLICY_TARGETS.",
     )
     policy_affinity: bool = Field(
         True,

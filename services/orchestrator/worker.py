@@ -29,6 +29,7 @@ from services.common.errors import ServiceError
 from services.common.grpc_client import insecure_channel
 from services.common.logging import request_id_var
 from services.common.replicas import ReplicaRouter
+from services.common.targets import parse_targets
 from services.common.tracing import extract_context, set_genai_attributes
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
@@ -38,7 +39,7 @@ from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.search import run_search
-from services.orchestrator.settings import OrchestratorSettings, parse_targets
+from services.orchestrator.settings import OrchestratorSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,7 +108,12 @@ class JobRunner:
 
         server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
         servicer = OrchestratorServicer(
-            self.policy_channel, self.verifier_channel, self.sandbox_channel, self.traces, self.policy_channel_for
+            self.policy_channel,
+            self.verifier_channel,
+            self.sandbox_channel,
+            self.traces,
+            self.policy_channel_for,
+            judge_model=self.settings.judge_model,
         )
         orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
         health = health_aio.HealthServicer()
@@ -218,7 +224,8 @@ class JobRunner:
             retry_for=min(self.settings.policy_wait_s, job.budget.deadline_seconds or self.settings.policy_wait_s),
             on_retry=lambda reason: self.metrics.policy_retries.labels(reason).inc(),
         )
-        verifier = GrpcVerifier(self.verifier_channel, job.model, request_id=job_id, timeout=timeout or 600.0)
+        judge = self.settings.judge_model or job.model
+        verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0
 

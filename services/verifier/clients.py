@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
@@ -40,13 +41,29 @@ def _details(err: grpc.aio.AioRpcError) -> str:
 class GrpcPolicyScorer:
     """``PolicyScorer`` over the policy service's ``Score`` RPC."""
 
-    def __init__(self, target: str, timeout_s: float, default_model: str = "", concurrency: int = 0) -> None:
+    def __init__(
+        self,
+        target: str,
+        timeout_s: float,
+        default_model: str = "",
+        concurrency: int = 0,
+        targets: dict[str, str] | None = None,
+    ) -> None:
         self.target = target
         self.timeout_s = timeout_s
         self.default_model = default_model
         self.concurrency = concurrency
         self.channel = insecure_channel(target)
         self.stub = policy_pb2_grpc.PolicyStub(self.channel)
+        # A judge model with its own deployment (a stronger judge than the policy) is scored there.
+        self.targets = dict(targets or {})
+        self._channels = {t: insecure_channel(t) for t in sorted(set(self.targets.values()))}
+        self._stubs = {t: policy_pb2_grpc.PolicyStub(c) for t, c in self._channels.items()}
+
+    def _route(self, model: str) -> tuple[str, Any]:
+        """The target and stub that serve ``model``."""
+        target = self.targets.get(model)
+        return (target, self._stubs[target]) if target is not None else (self.target, self.stub)
 
     async def parallelism(self) -> int:
         """The configured concurrency, or (0 = auto) 1 for a llama.cpp policy and 16 for others,
@@ -75,12 +92,13 @@ class GrpcPolicyScorer:
             ),
             continuations=list(continuations),
         )
+        target, stub = self._route(request.model)
         try:
-            reply = await self.stub.Score(request, timeout=self.timeout_s)
+            reply = await stub.Score(request, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as err:
             code = err.code()
             if code == grpc.StatusCode.UNAVAILABLE:
-                raise Unavailable(f"policy service at {self.target} is unavailable: {_details(err)}") from err
+                raise Unavailable(f"policy service at {target} is unavailable: {_details(err)}") from err
             if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT) and error_field(err) == "model":
                 raise InvalidArgument(f"policy rejected the model: {_details(err)}", field="model") from err
             if code in _REFUSALS:
@@ -98,7 +116,8 @@ class GrpcPolicyScorer:
         return ScoreResult([s.total_logprob for s in reply.scores], spend)
 
     async def close(self) -> None:
-        await self.channel.close()
+        for channel in (self.channel, *self._channels.values()):
+            await channel.close()
 
 
 def _output(outcome: sandbox_pb2.RunOutcome) -> str:

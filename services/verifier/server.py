@@ -8,6 +8,7 @@ from services.common.grpc_server import ServicerBinding, serve_grpc
 from services.common.logging import configure_logging
 from services.common.metrics import ServiceMetrics
 from services.common.settings import CommonSettings
+from services.common.targets import parse_targets
 from services.common.tracing import configure_tracing
 from services.gen.ttc.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.clients import GrpcPolicyScorer, GrpcSandboxRunner
@@ -22,7 +23,12 @@ SERVICE = "verifier"
 async def serve(settings: VerifierSettings) -> None:
     """Run the verifier until SIGTERM, then close its downstream channels."""
     metrics = ServiceMetrics(SERVICE, tokens_family=True)
-    policy = GrpcPolicyScorer(settings.policy_target, settings.policy_timeout_s, concurrency=settings.judge_concurrency)
+    policy = GrpcPolicyScorer(
+        settings.policy_target,
+        settings.policy_timeout_s,
+        concurrency=settings.judge_concurrency,
+        targets=parse_targets(settings.policy_targets),
+    )
     sandbox = GrpcSandboxRunner(settings.sandbox_target, settings.sandbox_timeout_s)
     servicer = VerifierServicer(build_registry(settings, policy, sandbox), settings, VerifierMetrics(metrics))
 

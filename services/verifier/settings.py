@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.common.targets import parse_targets
 
 
 class VerifierSettings(BaseSettings):
@@ -18,6 +20,11 @@ class VerifierSettings(BaseSettings):
     metrics_port: int = Field(9102, description="Port of the verifier's Prometheus /metrics endpoint.")
     policy_target: str = Field(
         "127.0.0.1:50051", description="host:port of the policy service (generative ORM/PRM judges)."
+    )
+    policy_targets: str = Field(
+        "",
+        description="Further policy deployments by model, 'model=host:port,...': a judge call for a listed model "
+        "(a stronger judge, TTC_ORCHESTRATOR_JUDGE_MODEL) goes to its deployment, any other to policy_target.",
     )
     sandbox_target: str = Field("127.0.0.1:50053", description="host:port of the sandbox service (code_tests).")
     policy_timeout_s: float = Field(
@@ -69,3 +76,9 @@ class VerifierSettings(BaseSettings):
     prm_max_continuations_per_call: int = Field(
         128, description="Most continuations one PRM Score call carries; larger batches are split into calls."
     )
+
+    @field_validator("policy_targets")
+    @classmethod
+    def _targets(cls, value: str) -> str:
+        parse_targets(value)  # a malformed entry fails at start-up, naming it
+        return value

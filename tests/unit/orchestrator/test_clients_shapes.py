@@ -11,11 +11,12 @@ import grpc
 import pytest
 
 from services.common.grpc_client import insecure_channel
+from services.common.targets import parse_targets
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.interfaces import Constraint, Message, Shape, Tool, ToolCall, Tools
 from services.orchestrator.search import run_search
-from services.orchestrator.settings import OrchestratorSettings, parse_targets
+from services.orchestrator.settings import OrchestratorSettings
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedVerifier, contains
 

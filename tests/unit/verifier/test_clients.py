@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.errors import InvalidArgument
+from services.common.errors import InvalidArgument, Unavailable
 from services.common.grpc_server import ServicerBinding, serve_grpc
 from services.common.metrics import ServiceMetrics
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
@@ -103,5 +103,19 @@ async def test_statuses_are_sorted(policy: tuple[str, FakePolicy]) -> None:
         with pytest.raises(PolicyError) as slow:
             await scorer.score(PROMPT, ["Yes"], model="slow")
         assert not isinstance(slow.value, PolicyRefused)
+    finally:
+        await scorer.close()
+
+
+async def test_a_judge_model_with_its_own_deployment_is_scored_there(policy: tuple[str, FakePolicy]) -> None:
+    """TTC_VERIFIER_POLICY_TARGETS: a stronger judge's calls go to its deployment, others to the default."""
+    target, _ = policy
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens: a call routed there is UNAVAILABLE
+    scorer = GrpcPolicyScorer(dead, timeout_s=5, targets={"judge-large": target})
+    try:
+        result = await scorer.score(PROMPT, ["Yes", "No"], model="judge-large")
+        assert result.totals == [0.0, -1.0]
+        with pytest.raises(Unavailable, match=f"policy service at {dead} is unavailable"):
+            await scorer.score(PROMPT, ["Yes"], model="m")
     finally:
         await scorer.close()
