@@ -75,10 +75,11 @@ class PolicyMetrics:
         )
 
     def count_abort(self, reason: str, spent: Spent) -> None:
-        """A request stopped before it finished, and what the engine had spent on it."""
-        self.aborted.labels(self.base.service, self.model, reason).inc()
-        self.aborted_tokens.labels(self.base.service, self.model, reason).inc(spent.completion_tokens)
+        """A request stopped before it finished, and what the engine had spent on it (the tokens
+        first: whoever sees the abort counter move finds them counted)."""
         self.count_unfinished(spent)
+        self.aborted_tokens.labels(self.base.service, self.model, reason).inc(spent.completion_tokens)
+        self.aborted.labels(self.base.service, self.model, reason).inc()
 
     def count_unfinished(self, spent: Spent) -> None:
         """The tokens of a request that ended without a result (aborted, or the engine failed)."""

@@ -96,6 +96,7 @@ def wait_finished(url: str, job_id: str, timeout: float = 120) -> str:
 def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     worker_metrics = f"http://127.0.0.1:{stack.worker_metrics_ports[0]}/metrics"
     aborted = stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled")
+    aborted_tokens = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
     cancelled_api = stack.gateway_metric("ttc_gateway_cancellations_total", cause="api")
     worker_cancelled = stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total")
     generated = stack.policy_metric("ttc_tokens_total", kind="generated")
@@ -118,8 +119,11 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     )
     stack.wait_for(lambda: not engine_decoding(stack), timeout=15, what="the engine to go idle")
     assert time.monotonic() - cancelled_at < 15
-    # It stopped short: far fewer than the 440 tokens asked for were generated.
-    assert stack.policy_metric("ttc_tokens_total", kind="generated") - generated < 440
+    # It stopped short, and what it decoded before the cancel is counted: some tokens (at least
+    # the half second's worth), far fewer than the 440 asked for.
+    decoded = stack.policy_metric("ttc_tokens_total", kind="generated") - generated
+    assert 0 < decoded < 440, decoded
+    assert stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted_tokens == decoded
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="api") == cancelled_api + 1
     stack.wait_for(
         lambda: stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total") > worker_cancelled,
@@ -189,6 +193,72 @@ def test_the_per_key_token_budget_answers_429_with_retry_after(stack: GatewaySta
         assert other.status_code == 200, other.text
     finally:
         limited.stop()
+
+
+# ------------------------------------------------------------------------ tokens of cut-off work
+
+
+def test_a_generation_cut_off_by_its_deadline_reports_the_tokens_it_decoded(stack: GatewayStack) -> None:
+    """A streamed completion whose job deadline (2 s) passes mid-decode: the reply's usage
+    (official SDK, include_usage) counts the tokens streamed before the cut, and the policy's
+    counters the tokens it decoded for the aborted call."""
+    import openai
+
+    short = extra_gateway(stack, job_timeout_s="2")
+    aborted = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
+    try:
+        client = openai.OpenAI(base_url=f"{short.url}/v1", api_key=ALICE, max_retries=0, timeout=60)
+        chunks = list(
+            client.completions.create(
+                model=MODEL,
+                prompt=COUNTING,
+                max_tokens=440,  # about 8 s of decoding here: the 2 s deadline cuts it
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body={"reasoning_effort": "none"},
+            )
+        )
+        streamed = "".join(c.choices[0].text for c in chunks if c.choices)
+        usage = chunks[-1].usage
+        assert usage is not None and streamed, chunks[-3:]
+        assert 0 < usage.completion_tokens < 440, usage
+        stack.wait_for(
+            lambda: stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") > aborted,
+            timeout=15,
+            what="the policy to count the aborted call's tokens",
+        )
+        decoded = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted
+        assert decoded >= usage.completion_tokens  # the engine may have decoded a token or two more
+    finally:
+        short.stop()
+
+
+def test_a_strong_frequency_penalty_changes_greedy_output(stack: GatewayStack) -> None:
+    """Both requests greedy, on this engine, now: the counting prompt continues with ", 21, 22"
+    and every ", " repeats, so a frequency penalty of 2 must change the text (compared within
+    this run, never with a recording)."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=ALICE, max_retries=0, timeout=120)
+
+    def complete(frequency_penalty: float | None = None, presence_penalty: float | None = None) -> str:
+        reply = client.completions.create(
+            model=MODEL,
+            prompt=COUNTING,
+            max_tokens=24,
+            temperature=0,
+            frequency_penalty=frequency_penalty,
+            presence_penalty=presence_penalty,
+            extra_body={"reasoning_effort": "none"},
+        )
+        return str(reply.choices[0].text)
+
+    plain = complete()
+    assert plain == complete(frequency_penalty=0.0)  # greedy: the same text again
+    penalized = complete(frequency_penalty=2.0)
+    assert penalized != plain, plain
+    assert complete(presence_penalty=2.0) != plain
 
 
 # ------------------------------------------------------------------------ KV-cache admission control

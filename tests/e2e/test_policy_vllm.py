@@ -24,12 +24,13 @@ MODEL = "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
-def policy() -> Iterator[policy_pb2_grpc.PolicyStub]:
+def served() -> Iterator[tuple[policy_pb2_grpc.PolicyStub, str]]:
+    """The policy on vLLM, and the URL of its /metrics."""
     from services.policy.models import prepare
 
     models_dir = ROOT / "models"
     prepare(MODEL, models_dir, vllm=True)  # converts once; later runs keep the checkpoint
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     proc = ServiceProcess(
         "policy",
         env={
@@ -40,15 +41,32 @@ def policy() -> Iterator[policy_pb2_grpc.PolicyStub]:
             "TTC_POLICY_VLLM_KV_CACHE_GIB": "1",
             "TTC_POLICY_HOST": "127.0.0.1",
             "TTC_POLICY_PORT": str(port),
-            "TTC_POLICY_METRICS_PORT": str(free_port()),
+            "TTC_POLICY_METRICS_PORT": str(metrics_port),
         },
     ).start()
     try:
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=900)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield policy_pb2_grpc.PolicyStub(channel)
+            yield policy_pb2_grpc.PolicyStub(channel), f"http://127.0.0.1:{metrics_port}/metrics"
     finally:
         proc.stop(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def policy(served: tuple[policy_pb2_grpc.PolicyStub, str]) -> policy_pb2_grpc.PolicyStub:
+    return served[0]
+
+
+def counter(url: str, name: str, **labels: str) -> float:
+    """A sample of the policy's /metrics (0 when absent)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(httpx.get(url, timeout=10).text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
 
 
 def chat(text: str) -> policy_pb2.PromptInput:
@@ -95,7 +113,9 @@ def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> N
     assert after.prefix_cache_queries >= before.prefix_cache_queries + 8 * reply.usage.prompt_tokens
 
 
-def test_deadline_aborts_the_engine_request(policy: policy_pb2_grpc.PolicyStub) -> None:
+def test_deadline_aborts_the_engine_request(served: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    policy, metrics = served
+    aborted = counter(metrics, "ttc_policy_aborted_tokens_total", reason="deadline")
     # A raw counting prompt: greedy decoding continues the sequence instead of ending it, so
     # 4 x 3000 tokens cannot finish inside the deadline even on a fast, idle machine.
     request = policy_pb2.GenerateRequest(
@@ -120,6 +140,9 @@ def test_deadline_aborts_the_engine_request(policy: policy_pb2_grpc.PolicyStub) 
     # 3000 tokens each are far from done: only an abort empties the scheduler this soon
     assert wait_for(lambda: (s := stats(policy)).running_requests == 0 and s.waiting_requests == 0, 5)
     assert stats(policy).kv_cache_utilization < 0.01
+    # the tokens decoded before the abort are counted (delta outputs): some, far from 4 x 3000
+    decoded = counter(metrics, "ttc_policy_aborted_tokens_total", reason="deadline") - aborted
+    assert 0 < decoded < 12_000, decoded
 
 
 def test_score_prefers_the_likely_continuation(policy: policy_pb2_grpc.PolicyStub) -> None:
