@@ -269,6 +269,7 @@ def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[
     entry = f"{model_id(stack.large_model)}={target}"
     for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS", "TTC_VERIFIER_POLICY_TARGETS"):
         wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
+    wired.setdefault("TTC_ORCHESTRATOR_ESCALATION_MODEL", model_id(stack.large_model))  # the cascade's target
     return child, wired
 
 

@@ -53,6 +53,9 @@ CAPABILITIES: dict[str, Capability] = {
     "program_of_thought": Capability(
         False, False, False, False, False, "its answer is a program run in the sandbox and the output it printed"
     ),
+    "cascade": Capability(
+        False, False, False, False, False, "it votes on answers of two models; no tool call, JSON or logprobs survive"
+    ),
     "code_execution": Capability(
         False, False, True, True, False, "it runs code candidates in the sandbox, which a tool call or JSON is not"
     ),

@@ -220,6 +220,7 @@ async def run_search(
     clock: Callable[[], float] | None = None,
     executor: Executor | None = None,
     on_answer: TextSink | None = None,
+    escalation: Policy | None = None,
 ) -> tuple[orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
     """Run ``job``'s strategy under its budget. Never raises for policy/verifier failures or
     budget exhaustion: the result's ``termination`` says why it stopped and ``answer`` holds
@@ -257,6 +258,7 @@ async def run_search(
         # A reply that may be a rendered value streams no chain of thought as its answer.
         answer_sink=None if may_render(job.strategy.name, prepared.problem, prepared.shape) else on_answer,
         answers=max(1, job.answers),
+        escalation=escalation,
     )
     execution = await execute(prepared.strategy, ctx)
     result = _result(job, execution, ctx)
@@ -277,7 +279,11 @@ async def run_search(
 
 
 async def replay(
-    trace: orchestrator_pb2.SearchTrace, policy: Policy, verifier: Verifier, executor: Executor | None = None
+    trace: orchestrator_pb2.SearchTrace,
+    policy: Policy,
+    verifier: Verifier,
+    executor: Executor | None = None,
+    escalation: Policy | None = None,
 ) -> tuple[ReplayComparison, orchestrator_pb2.SearchResult, orchestrator_pb2.SearchTrace]:
     """Re-run a stored trace's job with its recorded seed and compare the decisions made.
 
@@ -287,5 +293,5 @@ async def replay(
     job.CopyFrom(trace.job)
     if not job.HasField("seed") and trace.nodes:
         job.seed = trace.nodes[0].seed
-    result, replayed = await run_search(job, policy, verifier, executor=executor)
+    result, replayed = await run_search(job, policy, verifier, executor=executor, escalation=escalation)
     return compare_choices(list(trace.nodes), list(replayed.nodes)), result, replayed

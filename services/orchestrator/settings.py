@@ -21,6 +21,11 @@ class OrchestratorSettings(BaseSettings):
         description="Policy deployments by model, 'model=host:port,...': a job for a listed model goes to its "
         "deployment, any other to policy_target.",
     )
+    escalation_model: str = Field(
+        "",
+        description="The larger model the cascade strategy escalates an unsettled vote to (e.g. qwen2.5-coder-1.5b, "
+        "served by TTC_STACK_LARGE_MODEL); it needs a deployment in policy_targets. Empty: the cascade is refused.",
+    )
     judge_model: str = Field(
         "",
         description="Model the verifier's generative judges (ORM, PRM: best-of-N, beam search, weighted votes) "

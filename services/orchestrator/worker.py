@@ -211,19 +211,25 @@ class JobRunner:
             self.metrics.running.dec()
             request_id_var.reset(token)
 
-    async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
-        job_id = job.job_id
-        timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
-        route = await self.policy_route(job.model, job_id)
-        policy = GrpcPolicy(
-            route,
-            job.model,
-            request_id=job_id,
+    async def _policy(self, model: str, job: orchestrator_pb2.SearchJob, timeout: float | None) -> GrpcPolicy:
+        """The policy adapter for ``model``'s deployment, with the job's replica affinity, waiting
+        for a restarting policy (services/orchestrator/retry.py) within the job's deadline."""
+        return GrpcPolicy(
+            await self.policy_route(model, job.job_id),
+            model,
+            request_id=job.job_id,
             timeout=timeout or 600.0,
-            # Wait for a restarting policy (services/orchestrator/retry.py), within the deadline.
             retry_for=min(self.settings.policy_wait_s, job.budget.deadline_seconds or self.settings.policy_wait_s),
             on_retry=lambda reason: self.metrics.policy_retries.labels(reason).inc(),
         )
+
+    async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
+        job_id = job.job_id
+        timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
+        policy = await self._policy(job.model, job, timeout)
+        # The cascade's larger deployment; only a cascade job calls it.
+        escalate_to = self.settings.escalation_model
+        escalation = await self._policy(escalate_to, job, timeout) if escalate_to and escalate_to != job.model else None
         judge = self.settings.judge_model or job.model
         verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
@@ -250,7 +256,9 @@ class JobRunner:
             )
 
         sink = on_answer if job.stream_answer else None
-        task = asyncio.ensure_future(run_search(job, policy, verifier, on_progress, executor=executor, on_answer=sink))
+        task = asyncio.ensure_future(
+            run_search(job, policy, verifier, on_progress, executor=executor, on_answer=sink, escalation=escalation)
+        )
         self._running[job_id] = task
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:

@@ -80,4 +80,5 @@ def test_the_large_model_is_its_own_policy_deployment_wired_to_the_gateway_and_w
     assert wired["TTC_GATEWAY_POLICY_TARGETS"] == "other=10.0.0.5:50051,qwen2.5-coder-1.5b=127.0.0.1:50071"
     assert wired["TTC_ORCHESTRATOR_POLICY_TARGETS"] == "qwen2.5-coder-1.5b=127.0.0.1:50071"
     assert wired["TTC_VERIFIER_POLICY_TARGETS"] == "qwen2.5-coder-1.5b=127.0.0.1:50071"
+    assert wired["TTC_ORCHESTRATOR_ESCALATION_MODEL"] == "qwen2.5-coder-1.5b"
     assert wired["PATH"] == "/bin" and "TTC_POLICY_MODEL" not in wired

@@ -23,6 +23,7 @@ StrategyName = Literal[
     "revision",
     "program_of_thought",
     "code_execution",
+    "cascade",
 ]
 VerifierName = Literal["math_equivalence", "format", "code_tests", "orm", "prm", "ensemble"]
 

@@ -7,6 +7,7 @@ from services.orchestrator.strategies.ab_mcts import ABMCTSA, ABMCTSM
 from services.orchestrator.strategies.base import Strategy
 from services.orchestrator.strategies.best_of_n import BestOfN
 from services.orchestrator.strategies.budget_forcing import BudgetForcing
+from services.orchestrator.strategies.cascade import Cascade
 from services.orchestrator.strategies.code_execution import CodeExecution
 from services.orchestrator.strategies.config import StrategyInput
 from services.orchestrator.strategies.mcts import MCTS
@@ -32,6 +33,7 @@ REGISTRY: dict[str, type[Strategy]] = {
         Revision,
         ProgramOfThought,
         CodeExecution,
+        Cascade,
     )
 }
 

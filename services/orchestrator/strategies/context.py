@@ -70,9 +70,11 @@ class Context:
         shape: Shape = NO_SHAPE,
         answer_sink: TextSink | None = None,
         answers: int = 1,
+        escalation: Policy | None = None,
     ) -> None:
         self.problem = tuple(problem)
         self.policy = policy
+        self.escalation = escalation  # a larger deployment a cascade may hand the job to
         self.verifier = verifier
         self.executor = executor
         self.budget = budget

@@ -23,6 +23,7 @@ STRATEGY_CASES: dict[str, dict[str, Any]] = {
     "revision": {"n": 2, "params": {"rounds": 2}},
     "program_of_thought": {"n": 4, "params": {"mode": "hybrid", "cot": 2}},
     "code_execution": {"n": 4, "params": {"tests": 4}},
+    "cascade": {"n": 3, "params": {"inner": "self_consistency", "threshold": 0.9}},
 }
 
 

@@ -4,11 +4,13 @@ strategy with scripted policies and verifiers (TreeQuest-style contract tests)."
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.search import replay, run_search
+from services.orchestrator.search import replay
+from services.orchestrator.search import run_search as _run_search
 from services.orchestrator.strategies import REGISTRY
 from services.orchestrator.trace import compare_choices
 from tests.unit.orchestrator.conftest import STRATEGY_CASES, case_job
@@ -17,6 +19,12 @@ from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, cont
 T = orchestrator_pb2
 ALL = sorted(REGISTRY)
 GENERATING_ACTIONS = {"generate", "expand", "rollout", "refine", "think", "answer", "program", "tests"}
+
+
+async def run_search(job: T.SearchJob, policy: Any, verifier: Any, *args: Any, **kwargs: Any) -> Any:
+    """The search, with the scripted policy also as the escalation deployment (the cascade's)."""
+    kwargs.setdefault("escalation", policy)
+    return await _run_search(job, policy, verifier, *args, **kwargs)
 
 
 def test_every_registered_strategy_has_a_contract_case() -> None:
@@ -96,7 +104,8 @@ async def test_budget_runs_out_mid_step(name: str) -> None:
     check_accounting(result, trace, budget)
     # With a budget so small, search strategies cannot run their full course (one-call
     # strategies shrink their one call; budget forcing plans its thinking to fit the budget).
-    if name not in ("single", "self_consistency", "best_of_n", "weighted_vote", "budget_forcing"):
+    # A cascade whose inner self-consistency vote settles is that one call.
+    if name not in ("single", "self_consistency", "best_of_n", "weighted_vote", "budget_forcing", "cascade"):
         assert result.termination == T.TERMINATION_BUDGET
 
 
@@ -184,7 +193,8 @@ async def test_replay_determinism(name: str) -> None:
     verifier = ScriptedVerifier(lambda text: (len(text) % 10) / 10)
     policy = ScriptedPolicy(stepwise(["42", "41", "40", "39"]))
     first, trace = await run_search(case_job(name), policy, verifier)
-    comparison, second, replayed = await replay(trace, ScriptedPolicy(stepwise(["42", "41", "40", "39"])), verifier)
+    again = ScriptedPolicy(stepwise(["42", "41", "40", "39"]))
+    comparison, second, replayed = await replay(trace, again, verifier, escalation=again)
     assert comparison.matches and comparison.texts_match
     assert first.answer == second.answer
     # A different job seed makes different choices (the comparison can fail).
