@@ -19,6 +19,7 @@ from typing import Any
 from services.jobs import events
 
 _PREFIX = "ttc:job:"
+_FINAL = frozenset({events.SUCCEEDED, events.FAILED, events.CANCELLED})
 
 
 def record_id(key: str) -> str:
@@ -53,7 +54,7 @@ async def _scan_once(client: Any, received: set[str]) -> RecordScan:
     scan = RecordScan(records=len(ids), ids=ids)
     for job_id in ids:
         status = await client.hget(events.job_key(job_id), "status")
-        if status is None or json.loads(status) not in events.FINAL_STATUSES:
+        if status is None or json.loads(status) not in _FINAL:
             scan.not_final.append(job_id)
         elif not await client.exists(events.result_key(job_id)):
             scan.without_result.append(job_id)
