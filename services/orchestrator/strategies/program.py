@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -69,6 +70,14 @@ PROGRAM_MAX_TOKENS = 512
 RESAMPLE_TEMPERATURE = 0.7
 
 
+# Worked examples before the question (PAL's few-shot prompting): without them the packaged
+# 0.5B model often answers a bare guess ("12") instead of code (tests/unit/data/program_outputs.json).
+PROGRAM_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("A box holds 12 eggs. How many eggs are in 7 boxes?", "eggs_per_box = 12\nboxes = 7\nprint(eggs_per_box * boxes)"),
+    ("How many times does the letter 's' appear in 'mississippi'?", "word = 'mississippi'\nprint(word.count('s'))"),
+)
+
+
 def program_messages(problem: tuple[Message, ...]) -> tuple[Message, ...]:
     """The problem's conversation with the program-writing instructions placed last, where a
     small model follows them: the caller's system text first (as context, without its answer
@@ -80,7 +89,12 @@ def program_messages(problem: tuple[Message, ...]) -> tuple[Message, ...]:
     if turns and turns[-1].role in ("user", "raw"):
         question = turns[-1].content
         turns[-1] = Message("user", f"{strip_form(question, parse_form(question))}\n\n{PROGRAM_INSTRUCTION}")
-    return (Message("system", system), *turns)
+    examples = [
+        m
+        for q, code in PROGRAM_EXAMPLES
+        for m in (Message("user", f"{q}\n\n{PROGRAM_INSTRUCTION}"), Message("assistant", f"```python\n{code}\n```"))
+    ]
+    return (Message("system", system), *examples, *turns)
 
 
 def program_source(text: str) -> str | None:
@@ -95,8 +109,11 @@ def program_source(text: str) -> str | None:
         return None
     try:
         tree = ast.parse(code)
-    except SyntaxError:  # it cannot run: abstain without spending a sandbox run
-        return None
+    except SyntaxError:
+        stated = _STATED_RESULT.match(code)
+        if stated is None or not _is_expression(stated.group(1)):
+            return None  # it cannot run: abstain without spending a sandbox run
+        return f"print({stated.group(1).strip()})"  # "13 * 17 = 221": the expression computes, the guess is dropped
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1].value
         is_print = isinstance(last, ast.Call) and isinstance(last.func, ast.Name) and last.func.id == "print"
@@ -106,6 +123,19 @@ def program_source(text: str) -> str | None:
             expression = "\n".join(lines[start:end])
             code = "\n".join([*lines[:start], f"print({expression})", *lines[end:]])
     return code
+
+
+# A one-line reply "EXPRESSION = VALUE" ("2 ** 10 = 1024"): the model wrote the computation and
+# a guess at its value; the expression is the program.
+_STATED_RESULT = re.compile(r"^\s*([^=\n]*\d[^=\n]*?)\s*=\s*[-+]?[\d,]*\.?\d+\s*$")
+
+
+def _is_expression(text: str) -> bool:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(n, (ast.BinOp, ast.Call)) for n in ast.walk(tree))
 
 
 @dataclass

@@ -120,10 +120,14 @@ def prints_literal(program: str) -> bool:
 
 
 def _computes_anything(tree: ast.Module) -> bool:
+    """Any operation; calling a function the program defines is none by itself (its body is walked)."""
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for node in ast.walk(tree):
         if isinstance(node, _OPERATIONS):
             return True
-        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _PASS_THROUGH):
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and (node.func.id in _PASS_THROUGH or node.func.id in defined)
+        ):
             return True
     return False
 

@@ -28,6 +28,14 @@ def test_program_source_prints_a_last_bare_expression() -> None:
 def test_program_source_rejects_what_cannot_run() -> None:
     assert program_source("The answer is 42.") is None
     assert program_source("") is None
+    assert program_source("Final answer: 1") is None
+
+
+def test_a_stated_computation_runs_its_expression_not_its_guess() -> None:
+    # Real replies of the packaged model (tests/unit/data/program_outputs.json): the expression is right.
+    assert program_source("1001 - 999 = 1") == "print(1001 - 999)"
+    assert program_source("2**10 = 1024") == "print(2**10)"
+    assert program_source("12 = 12") is None  # nothing to compute
 
 
 async def test_float_noise_votes_with_the_clean_value() -> None:
