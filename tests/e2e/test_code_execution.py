@@ -43,7 +43,12 @@ def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewaySta
     s = GatewayStack(
         redis_server,
         worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target},
-        gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json")},
+        gateway_env={
+            "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json"),
+            # Eight candidates and the test-writing call on 2 busy cores take longer than the
+            # stack's default 120 s job deadline, which would stop the search before any run.
+            "TTC_GATEWAY_JOB_TIMEOUT_S": "900",
+        },
     )
     try:
         s.start_policy({"TTC_POLICY_MODEL": QWEN})
@@ -59,7 +64,7 @@ async def test_a_code_request_at_high_effort_runs_its_candidates_in_the_sandbox(
 ) -> None:
     from openai import OpenAI
 
-    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=600)
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=900)
     response = client.chat.completions.create(
         model=QWEN,
         messages=[{"role": "user", "content": QUESTION}],
@@ -68,6 +73,7 @@ async def test_a_code_request_at_high_effort_runs_its_candidates_in_the_sandbox(
     )
     ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
     assert (ttc["task_type"], ttc["strategy"], ttc["effort_applied"]) == ("code", "code_execution", "high")
+    assert ttc["termination"] == "completed", ttc
     trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
     nodes = trace["nodes"]
     candidates = [n for n in nodes if n["action"] == "generate"]
