@@ -11,6 +11,8 @@ under a minute once the model is loaded.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +67,10 @@ def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
             verifier.stop()
 
 
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ALICE}"}
+
+
 def engine_counts(stack: GatewayStack) -> dict[str, float]:
     return {k: stack.policy_metric("ttc_tokens_total", service="policy", kind=k) for k in KINDS}
 
@@ -112,3 +118,127 @@ def test_usage_equals_the_engines_counter_deltas(stack: GatewayStack, case: str)
         assert spend["probe"] == {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
     # Routed, whatever the estimator spent (the probe's samples, or nothing) is inside the
     # equalities above: the probe runs on the same engine.
+
+
+# ------------------------------------------------------------------------ charging the token limit
+
+ALICE = "sk-alice-usage"
+LIMITED_KEYS = f"alice:{ALICE}"
+
+
+@pytest.fixture(scope="module")
+def limited(stack: GatewayStack) -> Iterator[GatewayStack]:
+    """A second gateway on the same queue and policy whose key has a token limit per minute."""
+    other = GatewayStack(
+        stack.redis,
+        queue=stack.queue,
+        policy_port=stack.policy_port,
+        policy_metrics_port=stack.policy_metrics_port,
+        gateway_env={"TTC_GATEWAY_API_KEYS": LIMITED_KEYS, "TTC_GATEWAY_TOKEN_LIMIT_PER_MINUTE": "400"},
+    )
+    other.start_gateway()
+    try:
+        yield other
+    finally:
+        other.stop()
+
+
+def _fresh_window(margin: float = 20.0) -> None:
+    """Wait for a new one-minute window when the current one ends within ``margin`` seconds."""
+    left = 60 - time.time() % 60
+    if left < margin:
+        time.sleep(left + 0.5)
+
+
+def _window_tokens(stack: GatewayStack, name: str) -> int:
+    import redis
+
+    return int(redis.Redis.from_url(stack.redis.url).get(f"ttc:limit:tokens:{name}:{int(time.time() // 60)}") or 0)
+
+
+def _clear_limits(stack: GatewayStack) -> None:
+    import redis
+
+    client = redis.Redis.from_url(stack.redis.url)
+    for key in client.scan_iter("ttc:limit:*"):
+        client.delete(key)
+
+
+LIMITED_BODY: dict[str, Any] = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": PROMPT}],
+    "max_completion_tokens": 24,  # the search's budget: what each request reserves, with its prompt
+    "temperature": 0.7,
+    "seed": 11,
+    "reasoning_effort": "none",
+}
+
+
+def _budget(body: dict[str, Any]) -> int:
+    """The reservation the gateway makes for ``body`` (its public rule, ``limits.budget_of``)."""
+    from services.gateway.limits import budget_of
+    from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
+
+    job = orchestrator_pb2.SearchJob(messages=[common_pb2.ChatMessage(**m) for m in body["messages"]])
+    job.budget.max_generated_tokens = body["max_completion_tokens"]
+    return budget_of(job)
+
+
+def test_a_background_request_is_charged_to_its_keys_token_limit(limited: GatewayStack) -> None:
+    _fresh_window()
+    _clear_limits(limited)
+    completion_before = limited.gateway_metric("ttc_gateway_completion_tokens_total")
+    reply = httpx.post(
+        f"{limited.url}/v1/chat/completions", json={**LIMITED_BODY, "background": True}, headers=auth(), timeout=60
+    )
+    assert reply.status_code == 202, reply.text
+    reserved = _window_tokens(limited, "alice")  # read at once: the job has not finished yet
+    job_id = reply.json()["id"]
+    deadline = time.monotonic() + 120
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{limited.url}/v1/jobs/{job_id}", headers=auth(), timeout=10).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        time.sleep(0.2)
+    assert job["status"] == "succeeded", job
+    usage = job["result"]["usage"]
+    # Nobody waited for it, yet the window holds its real usage and the gateway counted its tokens.
+    limited.wait_for(lambda: _window_tokens(limited, "alice") == usage["total_tokens"], 10, "the settlement")
+    # Reserved at admission (or, if the job was already done, settled): either covers the usage.
+    assert reserved >= usage["total_tokens"] > 0
+    assert limited.gateway_metric("ttc_gateway_completion_tokens_total") == (
+        completion_before + usage["completion_tokens"]
+    )
+
+
+def test_a_concurrent_burst_overshoots_the_token_limit_by_at_most_one_budget(limited: GatewayStack) -> None:
+    _fresh_window()
+    _clear_limits(limited)
+    limit, budget = 400, _budget(LIMITED_BODY)
+    assert budget < limit  # several are admitted, and the burst is far more than the limit
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=16)) as client:
+            return list(
+                await asyncio.gather(
+                    *(
+                        client.post(
+                            f"{limited.url}/v1/chat/completions", json=LIMITED_BODY, headers=auth(), timeout=300
+                        )
+                        for _ in range(12)
+                    )
+                )
+            )
+
+    replies = asyncio.run(burst())
+    served = [r.json() for r in replies if r.status_code == 200]
+    refused = [r for r in replies if r.status_code == 429]
+    assert len(served) + len(refused) == len(replies), [(r.status_code, r.text[:200]) for r in replies]
+    assert all(r.json()["error"]["code"] == "tokens_exceeded" for r in refused)
+    spent = sum(body["usage"]["total_tokens"] for body in served)
+    # 12 requests of this size spend far past the limit; admitted against reservations, the
+    # served ones stay within the limit plus one request's budget.
+    assert served and refused
+    assert spent <= limit + budget, (spent, limit, budget, len(served))
+    print(f"\nburst: served={len(served)} refused={len(refused)} spent={spent} limit={limit} budget={budget}")
