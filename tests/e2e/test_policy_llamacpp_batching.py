@@ -1,28 +1,35 @@
 """Continuous batching in the llama.cpp engine: the real policy service, the real SmolLM2.
 
 Requests in flight share one decode loop: they all complete, one can be cancelled while the
-others keep decoding, a request alone reproduces the serialized engine's recorded outputs,
-and a prompt that shares a prefix with a cached one decodes only the new part.
+others keep decoding, a request alone gives the same outputs as the serialized engine (both
+started in the same run, on this host: outputs recorded on another build would differ by its
+floating-point path), and a prompt that shares a prefix with a cached one decodes only the new
+part.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from tests.helpers.processes import free_port, grpc_healthy, start_policy
+from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy, start_policy
 
 pytestmark = pytest.mark.e2e
 
-RECORDED = json.loads((Path(__file__).parent / "data" / "llamacpp_serial_smollm2.json").read_text())["cases"]
+#: greedy and sampled cases (question, n, seeds, temperature, top_p, max_tokens); a repeated
+#: seed in one call must give the same candidate twice
+ALONE_CASES = [
+    ("Name three colours of the rainbow.", 1, [1], 0.0, 1.0, 32),
+    ("Name three colours of the rainbow.", 4, [11, 11, 12, 13], 1.0, 1.0, 24),
+    ("Write a haiku about the sea.", 2, [5, 6], 0.8, 0.9, 24),
+    ("What is 17 plus 25? Answer briefly.", 3, [21, 22, 23], 0.7, 1.0, 20),
+]
 PROMPTS = [
     "Name three colours of the rainbow.",
     "Write a haiku about the sea.",
@@ -35,12 +42,22 @@ PROMPTS = [
 ]
 
 
+def started(port: int, **env: str) -> ServiceProcess:
+    """The policy on SmolLM2 with extra settings ``env``, healthy."""
+    proc = start_policy("smollm2-135m", port, None, **env)
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc
+
+
 @pytest.fixture(scope="module")
 def stub() -> Iterator[policy_pb2_grpc.PolicyStub]:
     port = free_port()
-    proc = start_policy("smollm2-135m", port)
+    proc = started(port)
     try:
-        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             yield policy_pb2_grpc.PolicyStub(channel)
     finally:
@@ -57,27 +74,42 @@ def request(question: str, **sampling: Any) -> policy_pb2.GenerateRequest:
 def idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 30.0) -> policy_pb2.EngineStats:
     deadline = time.monotonic() + within_s
     while True:
-        stats = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
+        stats: policy_pb2.EngineStats = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
         if (stats.running_requests == 0 and stats.waiting_requests == 0) or time.monotonic() > deadline:
             return stats
         time.sleep(0.05)
 
 
-def test_a_request_alone_gives_the_serialized_engines_outputs(stub: policy_pb2_grpc.PolicyStub) -> None:
-    for case in RECORDED:
-        reply = stub.Generate(
-            request(
-                case["q"],
-                n=case["n"],
-                seeds=case["seeds"],
-                temperature=case["t"],
-                top_p=case["top_p"],
-                max_tokens=case["max"],
-            ),
-            timeout=600,
-        )
-        assert [c.text for c in reply.candidates] == case["texts"], case["q"]
-        assert [c.completion_tokens for c in reply.candidates] == case["tokens"]
+def outputs(stub: policy_pb2_grpc.PolicyStub, case: tuple[str, int, list[int], float, float, int]) -> list[Any]:
+    question, n, seeds, temperature, top_p, max_tokens = case
+    reply = stub.Generate(
+        request(question, n=n, seeds=seeds, temperature=temperature, top_p=top_p, max_tokens=max_tokens), timeout=600
+    )
+    return [(c.seed, c.text, c.completion_tokens, c.finish_reason) for c in reply.candidates]
+
+
+def test_a_request_alone_gives_the_serialized_engines_outputs() -> None:
+    """The batching engine and the serialized one (``parallel_requests`` 1), both started here
+    on the same model and host, answer each request alone with the same candidates per seed,
+    with their prompt caches cold (first pass) and warm (second pass)."""
+    ports = {"serialized": free_port(), "batched": free_port()}
+    procs = [started(ports["serialized"], TTC_POLICY_PARALLEL_REQUESTS="1"), started(ports["batched"])]
+    try:
+        seen: dict[str, list[list[Any]]] = {}
+        for name, port in ports.items():
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                engine = policy_pb2_grpc.PolicyStub(channel)
+                seen[name] = [outputs(engine, case) for _ in range(2) for case in ALONE_CASES]
+    finally:
+        for proc in procs:
+            proc.stop()
+    serialized, batched = seen["serialized"], seen["batched"]
+    for case, one, other in zip(ALONE_CASES * 2, serialized, batched, strict=True):
+        assert other == one, case[0]
+        assert all(tokens <= case[5] for _, _, tokens, _ in one), one
+    assert serialized[: len(ALONE_CASES)] == serialized[len(ALONE_CASES) :]  # cold cache = warm cache
+    sampled = serialized[1]  # seeds 11, 11, 12, 13: one seed, one candidate
+    assert sampled[0][1:] == sampled[1][1:]
 
 
 def test_concurrent_requests_all_complete_in_one_batch(stub: policy_pb2_grpc.PolicyStub) -> None:
