@@ -3,8 +3,10 @@
 The main remote server is llama-cpp-python's (``python -m llama_cpp.server``) on SmolLM2,
 started here as its own process: it ignores ``n`` and has no /metrics or chat-template
 tokenizer, so the policy service runs on the engine's fallbacks (one request per missing
-candidate, zero stats, raw-text tokenization) against a server nobody here wrote. One last
-test runs the engine against vLLM's own server for the paths only vLLM has.
+candidate, zero stats, raw-text tokenization) against a server nobody here wrote. Tools and
+response formats are checked at the wire, through a recording proxy: what the server is sent
+and what it answers, not what it samples. One last test runs the engine against vLLM's own
+server for the paths only vLLM has.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ import asyncio
 import json
 import math
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 
 from services.common.json_constraint import validation_errors
+from services.common.tool_calls import canonical_arguments
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.policy.engines.base import Constraint, Message, Prompt, Sampling, ToolDef, ToolSpec
 from services.policy.engines.openai_remote import create_engine
@@ -181,14 +187,169 @@ def test_stream_two_candidates(policy: policy_pb2_grpc.PolicyStub) -> None:
     assert finished == {0, 1} and all(texts.values())
 
 
-def test_tools_and_response_format_pass_through(policy: policy_pb2_grpc.PolicyStub) -> None:
-    """llama-cpp-python's server forces a named tool by grammar and returns OpenAI tool_calls,
-    and constrains json_object; the engine passes both through and reads the calls back. The
-    tool history goes out in OpenAI's shape and the server renders it."""
-    tool_checks.check_named_tool(policy)
-    tool_checks.check_json_object(policy)
-    tool_checks.check_round_trip(policy, counts_tokens=False)
-    tool_checks.check_bad_input(policy)
+class RecordingProxy:
+    """An HTTP proxy in front of the remote server that keeps every JSON body it forwards to
+    a path and the server's JSON answer: what crossed the wire, not what the engine meant."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.exchanges: list[tuple[str, dict[str, Any], int, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                reply = httpx.request(
+                    self.command,
+                    proxy.upstream + self.path,
+                    content=body,
+                    headers={"Content-Type": self.headers.get("Content-Type", "application/json")},
+                    timeout=600,
+                )
+                if body and reply.headers.get("content-type", "").startswith("application/json"):
+                    with proxy._lock:
+                        proxy.exchanges.append((self.path, json.loads(body), reply.status_code, reply.json()))
+                self.send_response(reply.status_code)
+                self.send_header("Content-Type", reply.headers.get("content-type", "application/json"))
+                self.send_header("Content-Length", str(len(reply.content)))
+                self.end_headers()
+                self.wfile.write(reply.content)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                del format, args
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def take(self, path: str) -> list[tuple[dict[str, Any], int, dict[str, Any]]]:
+        """The exchanges on ``path`` since the last call (and forgets them)."""
+        with self._lock:
+            taken = [(body, status, answer) for p, body, status, answer in self.exchanges if p == path]
+            self.exchanges.clear()
+        return taken
+
+
+@pytest.fixture(scope="module")
+def recorded(remote: str) -> Iterator[tuple[policy_pb2_grpc.PolicyStub, RecordingProxy]]:
+    """A second policy service whose remote server is reached through a ``RecordingProxy``."""
+    proxy = RecordingProxy(remote.removesuffix("/v1"))
+    proxy.thread.start()
+    port = free_port()
+    proc = ServiceProcess(
+        "policy",
+        env={
+            "TTC_POLICY_ENGINE": "openai",
+            "TTC_POLICY_OPENAI_BASE_URL": proxy.url,
+            "TTC_POLICY_N_CTX": "2048",
+            "TTC_POLICY_HOST": "127.0.0.1",
+            "TTC_POLICY_PORT": str(port),
+            "TTC_POLICY_METRICS_PORT": str(free_port()),
+        },
+    ).start()
+    try:
+        proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=120)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield policy_pb2_grpc.PolicyStub(channel), proxy
+    finally:
+        proc.stop()
+        proxy.server.shutdown()
+        proxy.server.server_close()
+
+
+CHAT = "/v1/chat/completions"
+WIRE_TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": t.name, "description": t.description, "parameters": json.loads(t.parameters_json)},
+    }
+    for t in (tool_checks.WEATHER, tool_checks.TIME)
+]
+
+
+def read_back(arguments: str) -> str:
+    """The arguments as the engine reads a server's call: canonical JSON when they parse."""
+    try:
+        return canonical_arguments(arguments or "{}")
+    except ValueError:
+        return arguments
+
+
+def test_tools_and_response_format_pass_through(recorded: tuple[policy_pb2_grpc.PolicyStub, RecordingProxy]) -> None:
+    """The tools (schemas unchanged), a named tool_choice, response_format json_object and a
+    tool history in OpenAI's shape reach llama-cpp-python's server as sent, and its answers
+    come back as the candidates: its tool calls as their calls, its content as their text.
+
+    Nothing sampled is asserted: the server samples under its own grammar, so what its
+    arguments hold is its affair (the project's grammar, which makes a forced call valid on the
+    engines that generate themselves, is tested in tests/unit/policy/test_tool_grammar.py).
+    The tool name is the server's to set from ``tool_choice``, so it holds for any sample."""
+    stub, proxy = recorded
+    named = policy_pb2.PromptInput(
+        messages=[tool_checks.user(tool_checks.QUESTION)], tools=tool_checks.tools("get_time")
+    )
+    reply = tool_checks.generate(stub, named, n=2, temperature=1.0, max_tokens=96, base_seed=4)
+    sent = proxy.take(CHAT)
+    by_seed = {c.seed: c for c in reply.candidates}
+    assert sorted(body["seed"] for body, _, _ in sent) == sorted(by_seed), sent  # one request per candidate
+    for body, status, answer in sent:
+        assert status == 200, answer
+        assert body["messages"] == [{"role": "user", "content": tool_checks.QUESTION}]
+        assert body["tools"] == WIRE_TOOLS
+        assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+        assert body["parallel_tool_calls"] is False
+        assert (body["temperature"], body["max_tokens"], body["n"]) == (1.0, 96, 1)
+        calls = answer["choices"][0]["message"].get("tool_calls") or []
+        assert [c["function"]["name"] for c in calls] == ["get_time"], answer
+        candidate = by_seed[body["seed"]]
+        assert [(t.id, t.name, t.arguments) for t in candidate.tool_calls] == [
+            (c["id"], c["function"]["name"], read_back(c["function"]["arguments"])) for c in calls
+        ]
+
+    question = policy_pb2.PromptInput(messages=[tool_checks.user("Name the capital of France in a JSON object.")])
+    constraint = common_pb2.OutputConstraint(json_object=True)
+    reply = tool_checks.generate(
+        stub, question, n=1, temperature=0.7, max_tokens=48, base_seed=2, constraint=constraint
+    )
+    ((body, status, answer),) = proxy.take(CHAT)
+    assert status == 200 and body["response_format"] == {"type": "json_object"}
+    assert reply.candidates[0].text == (answer["choices"][0]["message"]["content"] or "")
+
+    history = tool_checks.round_trip_input()
+    reply = tool_checks.generate(stub, history, n=1, temperature=0.0, max_tokens=24)
+    ((body, status, answer),) = proxy.take(CHAT)
+    assert status == 200, answer
+    assert body["messages"] == [
+        {"role": "user", "content": tool_checks.QUESTION},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris","unit":"c"}'},  # canonical
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "content": '{"temperature": 18, "sky": "sunny"}',
+            "tool_call_id": "call_0",
+            "name": "get_weather",
+        },
+    ]
+    assert body["tools"] == WIRE_TOOLS and body["tool_choice"] == "auto"
+    assert reply.usage.prompt_tokens == answer["usage"]["prompt_tokens"]  # the server's count of the history
+
+    tool_checks.check_bad_input(stub)
+    assert proxy.take(CHAT) == []  # refused by the policy's own validation: nothing went out
 
 
 @pytest.fixture(scope="module")
