@@ -1,31 +1,32 @@
 """Program-of-thought end to end: the real gateway, worker, policy service on
 Qwen2.5-Coder-0.5B (the model the effort ladder is calibrated on) and the real sandbox (bwrap).
 
-The model writes a program, the sandbox runs it, the printed output is the answer. Hostile
-programs (network, fork bomb, writes outside the private tmp) go through the same sandbox
-client the worker uses, and the search still answers from the programs that behaved.
+The model writes a program, the sandbox runs it, the printed output is the answer. The worker
+reaches the sandbox through a proxy in this test (``Boundary``), which forwards every call
+unchanged until a test arms it with hostile programs (network, fork bomb, a write outside the
+private tmp): the model will not write those, so they are put where its programs arrive, and
+the real sandbox must contain them while the search answers from the program that behaved.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
-from services.common.answers import extract_answer
-from services.common.grpc_client import insecure_channel
-from services.orchestrator.clients import GrpcExecutor
-from services.orchestrator.search import run_search
+from services.common.answers import extract_answer, program_answer, vote_key
+from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
 from tests.e2e.gateway_stack import GatewayStack
-from tests.helpers.processes import ROOT, RedisServer, start_sandbox
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier
+from tests.helpers.processes import ROOT, RedisServer, free_port, start_sandbox
 
 pytestmark = pytest.mark.e2e
 QWEN = "qwen2.5-coder-0.5b"
@@ -41,11 +42,79 @@ def sandbox_target() -> Iterator[str]:
         sandbox.process.stop()
 
 
+@dataclass(frozen=True)
+class Run:
+    """One program at the boundary: what the worker sent, what the sandbox ran, its outcome."""
+
+    written: str
+    executed: str
+    response: sandbox_pb2.ExecuteResponse
+
+
+class Boundary(sandbox_pb2_grpc.SandboxServicer):
+    """The sandbox as the worker sees it: a proxy to the real one that records each program
+    and, while armed, hands the real sandbox the next hostile program in place of the one the
+    worker sent. Everything else (limits, request id, trace context) passes unchanged."""
+
+    def __init__(self, target: str) -> None:
+        self._channel = grpc.insecure_channel(target)
+        self._sandbox = sandbox_pb2_grpc.SandboxStub(self._channel)
+        self._lock = threading.Lock()
+        self._hostile: list[str] = []
+        self._runs: list[Run] = []
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=SLOTS * 2))
+        sandbox_pb2_grpc.add_SandboxServicer_to_server(self, self.server)
+        self.target = f"127.0.0.1:{free_port()}"
+        self.server.add_insecure_port(self.target)
+
+    def arm(self, programs: list[str]) -> None:
+        with self._lock:
+            self._hostile, self._runs = list(programs), []
+
+    def runs(self) -> list[Run]:
+        with self._lock:
+            return list(self._runs)
+
+    def Execute(
+        self, request: sandbox_pb2.ExecuteRequest, context: grpc.ServicerContext
+    ) -> sandbox_pb2.ExecuteResponse:
+        with self._lock:
+            hostile = self._hostile.pop(0) if self._hostile else None
+        forwarded = sandbox_pb2.ExecuteRequest()
+        forwarded.CopyFrom(request)
+        if hostile is not None:
+            forwarded.code = hostile
+        metadata = [
+            (k, v)
+            for k, v in context.invocation_metadata()
+            if isinstance(v, str) and not k.startswith((":", "grpc-")) and k != "user-agent"
+        ]
+        try:
+            response: sandbox_pb2.ExecuteResponse = self._sandbox.Execute(
+                forwarded, timeout=context.time_remaining(), metadata=metadata
+            )
+        except grpc.RpcError as err:
+            context.abort(err.code(), err.details() or "")
+        with self._lock:
+            self._runs.append(Run(request.code, forwarded.code, response))
+        return response
+
+
 @pytest.fixture(scope="module")
-def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewayStack]:
+def boundary(sandbox_target: str) -> Iterator[Boundary]:
+    proxy = Boundary(sandbox_target)
+    proxy.server.start()
+    try:
+        yield proxy
+    finally:
+        proxy.server.stop(grace=None)
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server: RedisServer, boundary: Boundary) -> Iterator[GatewayStack]:
     s = GatewayStack(
         redis_server,
-        worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target},
+        worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": boundary.target},
         gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json")},
     )
     try:
@@ -81,17 +150,18 @@ def test_the_shipped_ladder_answers_the_readme_example(stack: GatewayStack) -> N
     """The README's example on the embedded default and the calibrated v2 table: ``none`` is one
     greedy chain-of-thought sample, ``low`` routes the arithmetic question to a program."""
     from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
 
     client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
-    messages = [{"role": "user", "content": "What is 17 + 25?"}]
-    low = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="low")  # type: ignore[arg-type]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is 17 + 25?"}]
+    low = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="low")
     ttc: dict[str, Any] = low.model_extra["ttc"]  # type: ignore[index]
     assert (ttc["task_type"], ttc["strategy"], ttc["effort_applied"]) == ("arithmetic", "program_of_thought", "low")
     # The greedy program, or (when the model answers in prose instead of code) the greedy
     # chain-of-thought fallback: either way the right number.
     assert extract_answer(low.choices[0].message.content or "") == "42"
     assert ttc["spend"]["probe"]["generated_tokens"] == 0  # the estimator generates nothing
-    none = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="none", max_tokens=128)  # type: ignore[arg-type]
+    none = client.chat.completions.create(model=QWEN, messages=messages, reasoning_effort="none", max_tokens=128)
     assert none.model_extra["ttc"]["strategy"] == "single"  # type: ignore[index]
     assert none.model_extra["ttc"]["candidates_generated"] == 1  # type: ignore[index]
 
@@ -103,25 +173,46 @@ HOSTILE = {
 }
 
 
-async def test_hostile_programs_are_contained_and_the_search_still_answers(sandbox_target: str) -> None:
+STATUS = {v.number: v.name.removeprefix("EXEC_STATUS_").lower() for v in sandbox_pb2.ExecStatus.DESCRIPTOR.values}
+
+
+def test_hostile_programs_are_contained_and_the_search_still_answers(stack: GatewayStack, boundary: Boundary) -> None:
+    """Through the gateway, a worker, Qwen and the real sandbox: Qwen writes four programs for
+    a word problem (one greedy, three sampled); the first three to reach the sandbox are
+    replaced there by the hostile ones. None of them gets out or prints, the sandbox runs the
+    fourth, the model's own, and the answer is what that one printed."""
+    from openai import OpenAI
+
     outside = Path(tempfile.mkdtemp(prefix="ttc-pot-outside-")) / "escaped.txt"
-    programs = [*(code.format(target=outside) for code in HOSTILE.values()), "print(6 * 7)"]
-
-    written = itertools.count()
-
-    def respond(call: Any, index: int, seed: int) -> str:
-        del call, index, seed
-        return f"```python\n{programs[next(written) % len(programs)]}\n```"
-
-    # One greedy program, then three sampled: the four programs, each exactly once.
-    job = make_job("program_of_thought", n=4, params={"early_stop": False, "timeout_s": 3.0}, max_tokens=64)
-    async with insecure_channel(sandbox_target) as channel:
-        result, trace = await run_search(
-            job, ScriptedPolicy(respond), ScriptedVerifier(lambda _: 0.0), executor=GrpcExecutor(channel)
-        )
-    statuses = {n.execution.stdout.strip() or n.execution.status for n in trace.nodes if n.HasField("execution")}
-    assert "42" in statuses
-    assert "999" not in statuses  # neither the network call nor the escaping write got to print
+    hostile = [code.format(target=outside) for code in HOSTILE.values()]
+    boundary.arm(hostile)
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    question = "A shop has 5 crates of 12 apples. It sells 23 apples. How many apples are left?"
+    params = {"early_stop": False, "timeout_s": 3.0}
+    response = client.chat.completions.create(
+        model=QWEN,
+        messages=[{"role": "user", "content": question}],
+        max_tokens=256,
+        extra_body={"ttc": {"strategy": "program_of_thought", "n": 4, "params": params}},
+    )
+    runs = boundary.runs()
+    assert len(runs) == 4, f"the model wrote {len(runs)} runnable programs of 4: {[r.written for r in runs]}"
+    attacks = [r for r in runs if r.executed != r.written]
+    assert sorted(r.executed for r in attacks) == sorted(hostile)
+    for run in attacks:
+        outcome = run.response.outcome
+        assert outcome.status != sandbox_pb2.EXEC_STATUS_OK, (run.executed, outcome)
+        assert b"999" not in outcome.stdout  # neither the network call nor the escaping write got to print
     assert not outside.exists()
-    assert result.answer.rstrip().endswith("The answer is 42."), result.answer
-    assert result.budget_used.sandbox_runs == 4
+    (own,) = [r for r in runs if r.executed == r.written]
+    ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
+    trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
+    seen = sorted(n["execution"]["status"] for n in trace["nodes"] if n.get("execution"))
+    assert seen == sorted(STATUS[r.response.outcome.status] for r in runs)  # the worker saw the sandbox's verdicts
+    answer = response.choices[0].message.content or ""
+    printed = own.response.outcome.stdout.decode(errors="replace")
+    if own.response.outcome.status == sandbox_pb2.EXEC_STATUS_OK and (value := program_answer(printed)):
+        # the one program that behaved answers (the answer states its vote key)
+        assert vote_key(extract_answer(answer) or "") == vote_key(value), (answer, printed)
+    else:  # the model's own program failed too: every program abstained, chain of thought answers
+        assert answer and "999" not in answer, answer
