@@ -66,11 +66,15 @@ def test_openai_sdk_single_sample_usage_equals_engine(stack: GatewayStack, clien
         reasoning_effort="none",
     )
     engine = _engine_generate(stack, 24)
-    assert reply.choices[0].message.content == engine.candidates[0].text
-    assert reply.choices[0].message.content.strip()
+    # The prompt asks for a number: the content is the sample's answer in that form, and the
+    # sample itself (the engine's own text) is the evidence, in reasoning_content (issue #20).
+    message = reply.choices[0].message
+    content = message.content or ""
+    assert message.model_extra["reasoning_content"] == engine.candidates[0].text
+    assert content.strip() and "\n" not in content and content in engine.candidates[0].text
     assert reply.usage.prompt_tokens == engine.usage.prompt_tokens
     assert reply.usage.completion_tokens == engine.usage.completion_tokens
-    assert reply.usage.completion_tokens_details.reasoning_tokens == 0
+    assert 0 < reply.usage.completion_tokens_details.reasoning_tokens <= reply.usage.completion_tokens
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
     ttc = reply.model_extra["ttc"]
     assert ttc["strategy"] == "single"
