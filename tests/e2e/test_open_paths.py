@@ -105,7 +105,10 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     stack.wait_for(lambda: job_status(stack.url, job_id) != "queued", timeout=60, what="job started")
     assert job_status(stack.url, job_id) == "running"
     stack.wait_for(lambda: engine_decoding(stack), timeout=60, what="the policy decoding")
-    time.sleep(0.5)  # well into the decode
+    # Well into the decode: the Generate call is in flight from the start, but on a loaded 2-core
+    # machine its prompt is still being read half a second in (0 tokens decoded: seen here). At
+    # ~30-300 tokens/s a second is tens to a few hundred tokens, short of the 440 asked for.
+    time.sleep(1.0)
     cancelled_at = time.monotonic()
     reply = httpx.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth(ALICE), timeout=30)
     assert reply.status_code == 200, reply.text

@@ -63,3 +63,29 @@ def test_both_models_are_served_and_the_large_one_generates_on_its_own_deploymen
     assert reply.model == LARGE and reply.choices[0].message.content
     assert _generated_tokens(large_metrics) > large_before
     assert _generated_tokens(s.ports["policy_metrics"]) == small_before
+
+
+def test_a_pinned_cascade_escalates_to_the_large_model_exactly_when_its_trace_says_so(
+    stack: tuple[LocalStack, int],
+) -> None:
+    """The stack makes its large model the cascade's escalation target. Whether SmolLM2's vote
+    settles is up to the model; either way the trace's decision and the large policy's token
+    counter agree, and an escalated answer's usage counts both models' candidates."""
+    s, large_metrics = stack
+    client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=600)
+    large_before = _generated_tokens(large_metrics)
+    reply = client.chat.completions.create(
+        model=s.model,
+        messages=[{"role": "user", "content": "Name a colour of the rainbow. Answer with one word."}],
+        max_tokens=24,
+        temperature=1.0,
+        extra_body={"ttc": {"strategy": "cascade", "n": 4, "params": {"inner": "self_consistency", "threshold": 1.0}}},
+    )
+    ttc = reply.model_extra["ttc"]  # type: ignore[index]
+    assert ttc["strategy"] == "cascade" and reply.choices[0].message.content
+    nodes = httpx.get(f"{s.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()["nodes"]
+    decisions = [n["action"] for n in nodes if n["action"] in ("escalate", "settled")]
+    assert len(decisions) == 1
+    escalated = decisions == ["escalate"]
+    assert (_generated_tokens(large_metrics) > large_before) is escalated
+    assert ttc["candidates_generated"] == (8 if escalated else 4)
