@@ -91,18 +91,21 @@ test-deploy: install
 	$(PYTEST) tests/deploy -q -rs
 
 test-e2e: models
-	$(PYTEST) tests/e2e -q -rs -x --durations=15
+	$(PYTEST) tests/e2e -q -rs -x --durations=15 $(HELD_OUT)
 
 # The whole suite, as CI runs it from a clean clone: installs, prepares the models, checks
 # generated code and settings docs, lints, then unit, deployment and end-to-end tests
 # (which start Redis and every service they need as real processes). -rs lists skips; under CI=true
 # a skip fails the run (tests/conftest.py): a test that cannot run on CI's machine is deselected
-# here by name (--deselect tests/...::name) with the reason beside it. None is today.
+# here by name (--deselect tests/...::name) with the reason beside it:
+# - test_answer_form.py::test_held_out_calculations: held out by design (issue #20): 20 calls
+#   reported in the docs, never tuned on, so not part of the suite; run it by name.
+HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations
 test: install models proto-check lint
 	$(PY) scripts/check_engine_isa.py
 	$(PY) scripts/settings_table.py --check README.md
 	$(PYTEST) tests/unit tests/deploy -q -rs
-	$(PYTEST) tests/e2e -q -rs --durations=15
+	$(PYTEST) tests/e2e -q -rs --durations=15 $(HELD_OUT)
 
 test-fast: proto-check lint test-unit
 

@@ -39,15 +39,17 @@ class Presented:
     answer_tokens: int
 
 
-def keeps_text(shape: Shape) -> bool:
-    """Whether the request's features forbid rendering: tools, a response format, logprobs."""
-    return bool(shape.tools or shape.constraint is not None or shape.logprobs)
+def keeps_text(shape: Shape, problem: tuple[Message, ...] = ()) -> bool:
+    """Whether the request's features forbid rendering: tools, a response format, logprobs, or
+    a conversation with tool turns (an agent's reply reports a tool's result in its own words)."""
+    in_tool_conversation = any(m.role == "tool" or m.tool_calls for m in problem)
+    return bool(shape.tools or shape.constraint is not None or shape.logprobs or in_tool_conversation)
 
 
 def may_render(strategy: str, problem: tuple[Message, ...], shape: Shape) -> bool:
     """Whether the reply may be a rendered value (decided before the search, so that such a
     job does not stream its chain of thought token by token as the answer)."""
-    if keeps_text(shape):
+    if keeps_text(shape, problem):
         return False
     question = question_text(problem)
     return strategy in VALUE_STRATEGIES or parse_form(question).asked or classify_task(question) in VALUE_TASKS
@@ -60,12 +62,13 @@ def estimate_tokens(text: str) -> int:
 def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, streamed: bool) -> Presented:
     """The reply's content and reasoning for ``choice`` (see the module docstring)."""
     keep = Presented(choice.text, "", choice.answer_tokens)
-    if streamed or choice.tool_calls or keeps_text(shape):
+    if streamed or choice.tool_calls or keeps_text(shape, problem):
         return keep
     question = question_text(problem)
     form = parse_form(question)
     value = choice.answer
-    if not value and (form.asked or classify_task(question) in VALUE_TASKS):
+    # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
+    if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
         value = extract_answer(choice.text) or ""
     if not value:
         return keep

@@ -8,8 +8,9 @@ sentence when no form was asked), free of code; the evidence (the program, what 
 the vote) must be in ``reasoning_content``.
 
 ``CASES`` run in ``make test``; ``HELD_OUT`` are 10 more of the same kind that no rule or
-prompt here was tuned on, run only with ``TTC_HELD_OUT=1`` (they write their raw replies to
-``docs/data/answer_form_heldout.json``; docs/strategies.md reports them).
+prompt here was tuned on; ``make test`` deselects them by name (the Makefile says why) and they
+run by hand, ``pytest tests/e2e/test_answer_form.py::test_held_out_calculations`` (they write
+their raw replies to ``docs/data/answer_form_heldout.json``; docs/strategies.md reports them).
 """
 
 from __future__ import annotations
@@ -131,7 +132,6 @@ def test_one_line_calculations_answer_in_the_form_asked(stack: GatewayStack) -> 
     check(ask(stack, CASES))
 
 
-@pytest.mark.skipif(not os.environ.get("TTC_HELD_OUT"), reason="the held-out calculations run with TTC_HELD_OUT=1")
 def test_held_out_calculations(stack: GatewayStack) -> None:
     rows = ask(stack, HELD_OUT)
     described = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT)

@@ -44,3 +44,21 @@ def test_open_prompts_tools_formats_logprobs_and_streamed_text_keep_the_text() -
 def test_votes_are_part_of_the_evidence() -> None:
     shown = present(Choice(CHAIN, "n1", votes=3), problem("What is 6*7?"), Shape(), streamed=False)
     assert "3 candidates agreed" in shown.reasoning
+
+
+def test_a_tool_conversation_and_a_cut_chain_keep_the_text() -> None:
+    """Seen with the Agents SDK: after a tool result, a reply cut at max_tokens ended in
+    "...5555, "b": 0}} ... 555" and was rendered "The answer is 555."; it must stay text."""
+    from services.orchestrator.interfaces import ToolCall
+
+    call = ToolCall(id="c1", name="add", arguments='{"a": 1234, "b": 4321}')
+    agent = (
+        Message("user", "What is 1234 + 4321? Use the add tool."),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", "5555", tool_call_id="c1", name="add"),
+    )
+    reply = Choice("The sum is 5555.", "n1")
+    assert present(reply, agent, Shape(), streamed=False).content == reply.text
+    assert not may_render("single", agent, Shape())
+    cut = Choice('{"name": "add", "arguments": {"a": 5555, "b": 0}}\n{"a": 555', "n1", finish_reason="length")
+    assert present(cut, problem("What is 1234 + 4321?"), Shape(), streamed=False).content == cut.text
