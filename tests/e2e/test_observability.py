@@ -335,6 +335,9 @@ EVENT_ONLY: dict[str, str] = {
     "ttc_gateway_cancellations_total": CANCEL_TEST,
     "ttc_orchestrator_cancellations_total": CANCEL_TEST,
     "ttc_policy_aborted_requests_total": CANCEL_TEST,
+    "ttc_policy_aborted_tokens_total": CANCEL_TEST,
+    # Only a policy restart makes a worker retry (the short chaos run restarts it and reads the counter).
+    "ttc_orchestrator_policy_retries_total": "tests/e2e/test_chaos.py::test_short_chaos_run_meets_the_targets",
     "ttc_errors_total": "tests/e2e/test_verifier_code.py",
     "ttc_sandbox_kills_total": "tests/e2e/test_sandbox_service.py",
     "ttc_sandbox_rejected_total": "tests/e2e/test_sandbox_service.py",
