@@ -34,6 +34,7 @@ def test_short_chaos_run_meets_the_targets(tmp_path: Path) -> None:
     assert fault["in_flight_during_policy_restarts"] > 0, fault
     assert fault["succeeded_during_policy_restarts"] == fault["in_flight_during_policy_restarts"]
     assert fault["http_5xx_during_policy_restarts"] == 0 and fault["probes"]["http_5xx"] == 0, fault
+    # The workers waited for the restarting policy: ttc_orchestrator_policy_retries_total moved.
     assert fault["policy_retries"] > 0, fault
     # Lost jobs from a scan of every job record in Redis (probes' jobs included), not only client ids.
     records = fault["job_records"]
