@@ -95,8 +95,10 @@ class BatchLoop:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.aborted = 0
-        self.used_cells = 0
         self.batches = 0
+        # (running requests, KV cells they hold), replaced whole at the end of each turn so a
+        # reader on another thread never sees a request gone while its cells are still counted
+        self._occupancy: tuple[int, int] = (0, 0)
         self._thread = threading.Thread(target=self._run, name="llamacpp-batch", daemon=True)
         self._thread.start()
 
@@ -120,7 +122,11 @@ class BatchLoop:
 
     @property
     def n_running(self) -> int:
-        return len(self.running)
+        return self._occupancy[0]
+
+    @property
+    def used_cells(self) -> int:
+        return self._occupancy[1]
 
     def close(self) -> None:
         with self._cv:
@@ -206,7 +212,7 @@ class BatchLoop:
         self.running = []
         llama_cpp.llama_memory_clear(self.mem, True)
         self.slots = Slots(self.kv_cells, self.n_seqs, self.retained_prompts)
-        self.used_cells = 0
+        self._occupancy = (0, 0)
 
     def _turn(self) -> None:
         for task in [t for t in self.waiting if t.cancel.is_set()]:
@@ -237,7 +243,7 @@ class BatchLoop:
         for task in self.running:
             if task.seq in self.slots.prompts:
                 self.slots.filled(task.seq, min(task.fed, task.n_prompt))
-        self.used_cells = sum(t.used_cells() for t in self.running)
+        self._occupancy = (len(self.running), sum(t.used_cells() for t in self.running))
 
     def _admit(self) -> None:
         """Start waiting requests, oldest first, while their cells and sequence ids are free."""
