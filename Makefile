@@ -80,8 +80,8 @@ settings-table: $(VENV)/.installed
 	$(PY) scripts/settings_table.py --write README.md
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check services tests scripts benchmarks loadtests docker
-	$(VENV)/bin/ruff format --check services tests scripts benchmarks loadtests docker
+	$(VENV)/bin/ruff check services evaluation tests scripts benchmarks loadtests docker
+	$(VENV)/bin/ruff format --check services evaluation tests scripts benchmarks loadtests docker
 	$(VENV)/bin/mypy
 
 test-unit: $(VENV)/.installed

@@ -16,7 +16,7 @@ back from the trace, three answers are scored:
 - **dual agreement**: CodeT's consensus sets over the same runs (``code_behaviour.dual_agreement``).
 
 HumanEval's hidden tests are used only to score: every candidate is checked once in the
-sandbox (``services/evaluation/checkers.check_code``), which also gives the pool's oracle
+sandbox (``evaluation/checkers.check_code``), which also gives the pool's oracle
 coverage. The problems are ``datasets.load_problems("humaneval", split="heldout")``, the
 salted-hash split calibration uses. Records are appended to ``records.jsonl`` one problem at a
 time (a rerun skips the problems already there); ``summary.json`` holds pass@1 with Wilson 95%
@@ -43,17 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf import json_format, struct_pb2
 
-from services.evaluation.checkers import check_code, sandbox_runner
-from services.evaluation.datasets import Problem, load_problems
+from evaluation.checkers import check_code, sandbox_runner
+from evaluation.datasets import Problem, load_problems
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
-from services.orchestrator.interfaces import Verification, VerifyCall
-from services.orchestrator.strategies.code_behaviour import (
+from services.search.interfaces import Verification, VerifyCall
+from services.search.strategies.code_behaviour import (
     Behaviour,
     Entry,
     candidate_source,
     dual_agreement,
 )
-from services.orchestrator.strategies.code_harness import parse_run
+from services.search.strategies.code_harness import parse_run
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs/data/code_exec"
@@ -114,7 +114,7 @@ def pool_from_trace(trace: orchestrator_pb2.SearchTrace) -> tuple[list[orchestra
 async def measure(problem: Problem, args: argparse.Namespace, index: int, targets: dict[str, str]) -> dict[str, Any]:
     from services.common.grpc_client import insecure_channel
     from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
-    from services.orchestrator.search import run_search
+    from services.search.run import run_search
 
     job = make_job(problem, args, index)
     started = time.perf_counter()
@@ -206,7 +206,7 @@ def summarize(records: Sequence[dict[str, Any]], args: argparse.Namespace, heldo
         "benchmark": "code_exec_bench",
         "git": git_describe(),
         "model": args.model,
-        "data": "HumanEval held-out half (services.evaluation.datasets.split_of, salt ttc-serve/split/v1)",
+        "data": "HumanEval held-out half (evaluation.datasets.split_of, salt ttc-serve/split/v1)",
         "heldout_problems": heldout,
         "problems_done": n,
         "n": args.n,

@@ -5,7 +5,7 @@ through the gateway; its trace gives the candidates in the order they were drawn
 vote keys and token counts. Because candidate seeds come from one stream in draw order, an
 early-stopping run of the same job draws exactly a prefix of these candidates, so both
 outcomes are read off one pool: the fixed-n vote over all of them, and the vote at the point
-where :func:`services.orchestrator.strategies.stopping.should_stop` (the strategy's own rule)
+where :func:`services.search.strategies.stopping.should_stop` (the strategy's own rule)
 stops. The script prints accuracy with 95% Wilson intervals, generated tokens, and the token
 ratio, measured in the same run, with the load average beside them.
 
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from evaluation.datasets import Problem, load_mix
 from services.common.answers import answers_equivalent, normalize_for_vote
-from services.evaluation.datasets import Problem, load_mix
-from services.orchestrator.strategies.stopping import should_stop, wave_sizes
+from services.search.strategies.stopping import should_stop, wave_sizes
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Strategy benchmark: what each test-time strategy buys, and at what cost (not a CI test).
 
-Runs every chosen strategy through the production seam (``services.orchestrator.search.run_search``)
+Runs every chosen strategy through the production seam (``services.search.run.run_search``)
 on seeded reasoning-gym problems, with the real model, and prints per strategy:
 
 - pool metrics over the strategy's own independent samples (parallel strategies only):
@@ -43,7 +43,7 @@ from google.protobuf import struct_pb2
 
 from services.common.answers import answers_equivalent, extract_answer, normalize_answer
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
-from services.orchestrator.interfaces import (
+from services.search.interfaces import (
     NO_SHAPE,
     Candidate,
     Generation,
@@ -57,7 +57,7 @@ from services.orchestrator.interfaces import (
     Verifier,
     VerifyCall,
 )
-from services.orchestrator.search import replay, run_search
+from services.search.run import replay, run_search
 
 SYSTEM_PROMPT = "Solve the problem. Think step by step, then give the final answer as \\boxed{ANSWER}."
 DATASETS = ("basic_arithmetic", "chain_sum", "gsm_symbolic")
@@ -418,7 +418,7 @@ def pool_metrics(row: Row, k: int) -> tuple[int, list[float]] | None:
     """(k, [pass@1, pass@k, maj@k, coverage]) over the strategy's own sample pools."""
     if not row.pools:
         return None
-    from services.evaluation.ledger import ProblemLedger, Sample, summarize
+    from evaluation.ledger import ProblemLedger, Sample, summarize
 
     ledgers = [
         ProblemLedger(tuple(Sample(a or None, c) for a, c in zip(answers, pool, strict=True)))

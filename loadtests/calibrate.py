@@ -27,10 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtests.grid import parse_cell
-from services.common.difficulty_features import FEATURE_SET
-from services.common.task_type import TaskType, classify_task
-from services.evaluation.calibration import (
+from evaluation.calibration import (
     BUDGET_MULTIPLES,
     Choice,
     PolicyResult,
@@ -50,9 +47,12 @@ from services.evaluation.calibration import (
     spearman,
     verdict,
 )
-from services.evaluation.datasets import assert_disjoint
-from services.evaluation.embeddings import feature_rows
-from services.evaluation.records import iter_records, read_problems, read_run_meta
+from evaluation.datasets import assert_disjoint
+from evaluation.embeddings import feature_rows
+from evaluation.records import iter_records, read_problems, read_run_meta
+from loadtests.grid import parse_cell
+from services.common.difficulty_features import FEATURE_SET
+from services.common.task_type import TaskType, classify_task
 
 
 def _stats(

@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evaluation.datasets import Split, UnknownDataset, check_dataset_name, load_mix
+from evaluation.records import read_records, read_run_meta
+from evaluation.report import Pricing, build_rows, compare, totals
+from evaluation.report_html import write_report
+from evaluation.settings import EvaluationSettings
 from loadtests.grid import GridError, build_grid, split_list
 from loadtests.runner import PreflightError, RunConfig, run
-from services.evaluation.datasets import Split, UnknownDataset, check_dataset_name, load_mix
-from services.evaluation.records import read_records, read_run_meta
-from services.evaluation.report import Pricing, build_rows, compare, totals
-from services.evaluation.report_html import write_report
-from services.evaluation.settings import EvaluationSettings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_TABLE = Path("services/gateway/routing/routing.v1.json")
@@ -79,7 +79,7 @@ def _config(a: argparse.Namespace, out: Path, split: Split | None = None) -> tup
 
 def _runner(a: argparse.Namespace, problems: list[Any]) -> Any:
     if any(p.check == "code" for p in problems):
-        from services.evaluation.checkers import sandbox_runner
+        from evaluation.checkers import sandbox_runner
 
         return sandbox_runner(a.sandbox)
     return None

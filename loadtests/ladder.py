@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from evaluation.datasets import Problem
+from evaluation.ladder import LadderRow, effort_rows, ladder_row, monotone
+from evaluation.records import RequestRecord, iter_records, read_problems
 from loadtests.grid import EFFORTS, parse_cell
 from services.common.difficulty_features import estimation_text
 from services.common.task_type import classify_task
-from services.evaluation.datasets import Problem
-from services.evaluation.ladder import LadderRow, effort_rows, ladder_row, monotone
-from services.evaluation.records import RequestRecord, iter_records, read_problems
 from services.gateway.difficulty import load_encoder, make_estimator
 from services.gateway.protocol import Effort
 from services.gateway.routing import Route, RoutingTable, load_routing_table

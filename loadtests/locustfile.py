@@ -19,9 +19,9 @@ from typing import Any
 
 from locust import HttpUser, between, events, task
 
+from evaluation.datasets import load_mix
 from loadtests.client import EXTENSION_KEY, request_kwargs
 from loadtests.grid import build_grid, split_list
-from services.evaluation.datasets import load_mix
 
 
 def _mix() -> tuple[str, list[Any], list[Any], int]:

@@ -27,11 +27,11 @@ import httpx
 import openai
 from tqdm import tqdm
 
+from evaluation.checkers import CodeRunner, check
+from evaluation.datasets import Problem, split_of
+from evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 from loadtests.client import Reply, candidate_texts, fetch_trace, request_kwargs, send
 from loadtests.grid import Cell
-from services.evaluation.checkers import CodeRunner, check
-from services.evaluation.datasets import Problem, split_of
-from services.evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 
 # Terminations (as the gateway reports them) that mean the search gave up rather than answered.
 GAVE_UP = {"deadline", "error", "cancelled"}

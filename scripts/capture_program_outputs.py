@@ -21,9 +21,9 @@ from pathlib import Path
 
 from llama_cpp import Llama
 
-from services.orchestrator.interfaces import Message
-from services.orchestrator.strategies.program import PROGRAM_INSTRUCTION, PROGRAM_SYSTEM, program_messages
 from services.policy.models import gguf_path
+from services.search.interfaces import Message
+from services.search.strategies.program import PROGRAM_INSTRUCTION, PROGRAM_SYSTEM, program_messages
 
 QUESTIONS = (
     "What is 6 times 7? Reply with the number.",

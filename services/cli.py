@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         # Composition point: the gateway imports nothing from the orchestrator; it is handed the
         # orchestrator's full job validation here, so a bad pinned strategy is refused (400)
         # before anything is enqueued (services/jobs/validation.py explains the hook).
-        from services.orchestrator.search import validate_job
+        from services.search.run import validate_job
 
         importlib.import_module(SERVICES["gateway"]).main(validate_job)
     elif args.command == "serve":

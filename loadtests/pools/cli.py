@@ -20,12 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loadtests.pools.draw import DrawSettings, program_version
-from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
-from services.evaluation.datasets import Split
-from services.evaluation.pools import DRAW_KINDS, iter_chunks, read_pools
-from services.evaluation.pricing import Pricer
-from services.evaluation.pricing_table import (
+from evaluation.datasets import Split
+from evaluation.pools import DRAW_KINDS, iter_chunks, read_pools
+from evaluation.pricing import Pricer
+from evaluation.pricing_table import (
     Row,
     cascade,
     default_configs,
@@ -35,8 +33,10 @@ from services.evaluation.pricing_table import (
     summarize,
     table,
 )
-from services.evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
-from services.orchestrator.strategies.stopping import should_stop
+from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
+from loadtests.pools.draw import DrawSettings, program_version
+from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
+from services.search.strategies.stopping import should_stop
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 

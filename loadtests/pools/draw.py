@@ -3,8 +3,8 @@
 Per math-like problem: a greedy chain of thought and ``k`` sampled ones (the problem's own
 messages, as a request through the gateway sends them), and a greedy program and ``k``
 sampled ones, written from the program-of-thought strategy's own prompt
-(:func:`~services.orchestrator.strategies.program.program_messages`), extracted with its
-:func:`~services.orchestrator.strategies.program.program_source`, run in the sandbox with its
+(:func:`~services.search.strategies.program.program_messages`), extracted with its
+:func:`~services.search.strategies.program.program_source`, run in the sandbox with its
 time limit, and keyed with its answer rules (``program_answer``, ``vote_key`` with the
 question's requested decimals). Per code problem: a greedy completion and ``k`` sampled ones,
 each scored by the hidden tests in the sandbox. Calls run one after another, so each call's
@@ -23,16 +23,16 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evaluation.checkers import check_code, program_for
+from evaluation.datasets import Problem
+from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
+from evaluation.problemset import answer_correct, family_of
 from services.common.answers import extract_answer, normalize_for_vote, program_answer, requested_decimals, vote_key
 from services.common.difficulty_features import estimation_text
 from services.common.task_type import classify_task
-from services.evaluation.checkers import check_code, program_for
-from services.evaluation.datasets import Problem
-from services.evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
-from services.evaluation.problemset import answer_correct, family_of
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from services.orchestrator.interfaces import ComponentError, Executor, Generation, Message, Policy
-from services.orchestrator.strategies import program as pot
+from services.search.interfaces import ComponentError, Executor, Generation, Message, Policy
+from services.search.strategies import program as pot
 
 _STDOUT_KEPT = 2_000
 

@@ -13,10 +13,10 @@ import dataclasses
 import time
 from pathlib import Path
 
+from evaluation.datasets import Problem
+from evaluation.pools import Chunk, Draw, ProblemPool, iter_chunks, write_chunk
+from evaluation.problemset import answer_correct
 from loadtests.pools.run import git_describe
-from services.evaluation.datasets import Problem
-from services.evaluation.pools import Chunk, Draw, ProblemPool, iter_chunks, write_chunk
-from services.evaluation.problemset import answer_correct
 
 _WRITTEN_BY_WRITER = ("type", "schema", "problems")
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation.datasets import SPLIT_SALT, Problem
+from evaluation.pools import DRAW_KINDS, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
 from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
 from loadtests.pools.services import ROOT, Service, model_lock, policy_service, sandbox_service
 from services.common.grpc_client import insecure_channel
-from services.evaluation.datasets import SPLIT_SALT, Problem
-from services.evaluation.pools import DRAW_KINDS, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
 from services.gen.ttc.v1 import sandbox_pb2_grpc
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
-from services.orchestrator.interfaces import ComponentError
+from services.search.interfaces import ComponentError
 
 DEFAULT_POOLS = ROOT / "docs" / "data" / "calibration" / "pools"
 

@@ -1,7 +1,7 @@
 """The difficulty estimator's features: one function, used by calibration and by the gateway.
 
 A ridge fitted on one feature layout and served on another predicts nonsense without any
-error, so the layout lives here only: ``services/evaluation`` imports ``difficulty_features``
+error, so the layout lives here only: ``evaluation`` imports ``difficulty_features``
 to fit, the gateway imports it to serve, and ``FEATURE_SET`` names the layout in the routing
 table, which the gateway checks at start-up. Change the layout → change ``FEATURE_SET``.
 

@@ -32,7 +32,7 @@ from typing import Literal, get_args
 TaskType = Literal["arithmetic", "math_word", "code", "open", "computable"]
 TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
 # Task types whose answer is a value (a number, a word, a date): the reply renders it in the
-# asked form and returns the evidence as reasoning (services/orchestrator/presentation.py).
+# asked form and returns the evidence as reasoning (services/search/presentation.py).
 VALUE_TASKS: frozenset[TaskType] = frozenset({"arithmetic", "math_word", "computable"})
 # The task types the difficulty estimator's one-hot was fitted on (difficulty_features.py):
 # ``computable`` prompts were ``open`` then, and are read as such, so a fitted ridge still fits.

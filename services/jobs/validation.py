@@ -3,7 +3,7 @@
 :func:`validate` checks what any job needs whatever its strategy (a strategy name, a problem
 with known roles, a positive token budget, a finite deadline, sampling in range), with no
 strategy code imported. The orchestrator's full ``validate_job``
-(``services/orchestrator/search.py``) runs it first and then builds the strategy, which checks
+(``services/search/run.py``) runs it first and then builds the strategy, which checks
 the strategy's own parameters and verifier. The gateway depends only on :data:`JobValidator`:
 its process entry point (``ttc serve gateway``, ``services/cli.py``) hands it the
 orchestrator's full validation so a bad pinned strategy is refused with 400 before anything is

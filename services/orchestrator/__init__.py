@@ -1,1 +1,2 @@
-"""Search orchestrator: budgeted, traced test-time strategies over a policy and a verifier."""
+"""The orchestrator's worker process: Celery tasks that run searches (``services/search/``)
+against the policy, verifier and sandbox services over gRPC, and the ``Orchestrator`` gRPC service."""

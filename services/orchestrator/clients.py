@@ -24,7 +24,8 @@ from services.gen.ttc.v1 import (
     verifier_pb2,
     verifier_pb2_grpc,
 )
-from services.orchestrator.interfaces import (
+from services.orchestrator.retry import Attempts, Backoff, stream
+from services.search.interfaces import (
     NO_SHAPE,
     RAW_PROMPT_ROLE,
     Candidate,
@@ -41,8 +42,7 @@ from services.orchestrator.interfaces import (
     Verification,
     VerifyCall,
 )
-from services.orchestrator.retry import Attempts, Backoff, stream
-from services.orchestrator.shapes import (
+from services.search.shapes import (
     constraint_proto,
     message_proto,
     token_logprob_of,

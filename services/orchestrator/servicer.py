@@ -16,7 +16,7 @@ from services.common.errors import NotFound
 from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
-from services.orchestrator.search import run_search, validate_job
+from services.search.run import run_search, validate_job
 
 
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):

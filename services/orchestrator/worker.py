@@ -38,8 +38,8 @@ from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
-from services.orchestrator.search import run_search
 from services.orchestrator.settings import OrchestratorSettings
+from services.search.run import run_search
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

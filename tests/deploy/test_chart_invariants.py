@@ -319,8 +319,8 @@ def _settings_fields() -> dict[str, set[str]]:
     from services.common.settings import CommonSettings
 
     fields = {"TTC_": set(CommonSettings.model_fields)}
-    for service in (*COMPONENTS, "jobs", "evaluation"):
-        module = importlib.import_module(f"services.{service}.settings")
+    for module_name in (*(f"services.{c}.settings" for c in (*COMPONENTS, "jobs")), "evaluation.settings"):
+        module = importlib.import_module(module_name)
         cls = next(
             v
             for k, v in vars(module).items()
@@ -382,7 +382,7 @@ def _readers(prefix: str) -> tuple[str, ...]:
     if prefix in ("TTC_", "TTC_JOBS_"):
         return ("services",)
     if prefix == "TTC_EVAL_":
-        return ("services/evaluation", "loadtests")
+        return ("evaluation", "loadtests")
     return (f"services/{prefix.removeprefix('TTC_').rstrip('_').lower()}", "services/stack.py")
 
 

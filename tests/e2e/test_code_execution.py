@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from evaluation.checkers import sandbox_runner
 from services.common.answers import extract_code
-from services.evaluation.checkers import sandbox_runner
 from tests.e2e.gateway_stack import GatewayStack
 from tests.helpers.processes import ROOT, RedisServer, start_sandbox
 

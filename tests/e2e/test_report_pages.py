@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from services.evaluation.records import RequestRecord
-from services.evaluation.report import Pricing, build_rows, totals
-from services.evaluation.report_html import write_report
+from evaluation.records import RequestRecord
+from evaluation.report import Pricing, build_rows, totals
+from evaluation.report_html import write_report
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.trace import Trace
+from services.search.trace import Trace
 from tests.helpers.processes import ROOT, free_port
 
 pytestmark = pytest.mark.e2e

@@ -21,7 +21,7 @@ from google.protobuf import json_format
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
-from services.orchestrator.search import replay
+from services.search.run import replay
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer, ServiceProcess, free_port, grpc_healthy
 

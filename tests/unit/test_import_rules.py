@@ -1,7 +1,7 @@
 """Import rules between the parts of ``services/``, read from the source (AST, no imports run).
 
 1. The gateway imports nothing from the orchestrator, the policy, the verifier or the sandbox.
-2. Strategies (``services/orchestrator/strategies/``) import no grpc, redis, celery or kombu,
+2. Strategies (``services/search/strategies/``) import no grpc, redis, celery or kombu,
    and no ``*_pb2_grpc`` stub (``*_pb2`` message modules are plain protobuf and allowed).
 3. A service imports another part of ``services/`` only through ``services.gen`` (proto
    stubs), ``services.common`` and ``services.jobs`` (the job contract); ``services.jobs``
@@ -22,6 +22,8 @@ tools do; a service that needs it moves it to ``services/common`` first.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +31,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ("gen", "common", "jobs")
-GATEWAY_FORBIDDEN = ("orchestrator", "policy", "verifier", "sandbox")
-STRATEGY_FORBIDDEN = ("grpc", "grpc_health", "redis", "celery", "kombu")
+GATEWAY_FORBIDDEN = ("orchestrator", "search", "policy", "verifier", "sandbox")
+SEARCH_FORBIDDEN = ("grpc", "grpc_health", "redis", "celery", "kombu")
+#: the search library and the one service that runs it
+SEARCH, SEARCH_USERS = "search", ("orchestrator",)
 
 # (importing file, imported package) -> why the rule does not apply.
 EXCEPTIONS: dict[tuple[str, str], str] = {
@@ -71,20 +75,22 @@ def violations(root: Path = ROOT) -> list[str]:
         if rel.startswith("services/gen/"):
             continue
         owner = package_of(path, root)
-        in_strategies = rel.startswith("services/orchestrator/strategies/")
+        in_search = owner == SEARCH
         for line, module in imports(path):
             parts = module.split(".")
-            if in_strategies and (parts[0] in STRATEGY_FORBIDDEN or parts[-1].endswith("_pb2_grpc")):
-                message = f"{rel}:{line}: strategies must not import {module} (no grpc, redis or celery)"
+            if in_search and (parts[0] in SEARCH_FORBIDDEN or parts[-1].endswith("_pb2_grpc")):
+                message = f"{rel}:{line}: the search library must not import {module} (no grpc, redis or celery)"
                 found.setdefault((rel, line, "purity"), message)
             if parts[0] != "services" or len(parts) < 2:
                 continue
             target = parts[1]
             if target == owner or target in SHARED or _excepted(rel, target):
                 continue
+            if target == SEARCH and owner in SEARCH_USERS:
+                continue
             if owner == "gateway" and target in GATEWAY_FORBIDDEN:
                 message = f"{rel}:{line}: the gateway must not import {module}"
-            elif owner == "jobs" and target in ("gateway", "orchestrator"):
+            elif owner == "jobs" and target in ("gateway", "orchestrator", SEARCH):
                 message = f"{rel}:{line}: services/jobs must import neither the gateway nor the orchestrator"
             else:
                 message = (
@@ -102,9 +108,12 @@ def test_import_rules_hold() -> None:
 @pytest.mark.parametrize(
     ("path", "source", "expected"),
     [
-        ("services/gateway/x.py", "from services.orchestrator.search import validate_job\n", "the gateway must not"),
-        ("services/orchestrator/strategies/x.py", "def f():\n    import grpc\n", "strategies must not import grpc"),
-        ("services/orchestrator/strategies/x.py", "from services.gen.ttc.v1 import policy_pb2_grpc\n", "_pb2_grpc"),
+        ("services/gateway/x.py", "from services.search.run import validate_job\n", "the gateway must not"),
+        ("services/search/strategies/x.py", "def f():\n    import grpc\n", "search library must not import grpc"),
+        ("services/search/x.py", "import redis\n", "search library must not import redis"),
+        ("services/search/strategies/x.py", "from services.gen.ttc.v1 import policy_pb2_grpc\n", "_pb2_grpc"),
+        ("services/verifier/x.py", "from services.search.budget import Budget\n", "services meet only"),
+        ("services/jobs/x.py", "from services.search import run\n", "neither the gateway"),
         ("services/verifier/x.py", "from services.sandbox.client import SandboxClient\n", "services meet only"),
         ("services/jobs/x.py", "import services.orchestrator.worker\n", "neither the gateway"),
     ],
@@ -118,7 +127,21 @@ def test_the_rule_catches_forbidden_imports(tmp_path: Path, path: str, source: s
 
 
 def test_protobuf_messages_are_allowed_in_strategies(tmp_path: Path) -> None:
-    file = tmp_path / "services/orchestrator/strategies/x.py"
+    file = tmp_path / "services/search/strategies/x.py"
     file.parent.mkdir(parents=True)
     file.write_text("from services.gen.ttc.v1 import orchestrator_pb2\nfrom services.jobs.errors import JobError\n")
     assert violations(tmp_path) == []
+
+
+def test_the_search_library_loads_no_queue_or_store_client() -> None:
+    """Transitively too: importing every search module in a fresh interpreter loads no redis,
+    celery or kombu (the direct rule above cannot see what a shared module pulls in)."""
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "services" / "search").rglob("*.py")
+        if p.name != "__init__.py"
+    )
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
+    code += "print(sorted({n.split('.')[0] for n in sys.modules} & {'redis', 'celery', 'kombu'}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,6 +1,6 @@
 """No module in ``services/`` grows past ``LIMIT`` lines: a module that long holds several jobs.
 
-Split it by job (as ``services/orchestrator/strategies/`` was: ``base``, ``config``,
+Split it by job (as ``services/search/strategies/`` was: ``base``, ``config``,
 ``verifier_choice``, ``results``, ``context``, ``runner``, ``text``) rather than raising the limit.
 """
 

@@ -1,6 +1,6 @@
 """One source for every name list; every copy that cannot import it is held equal to it here.
 
-- strategies: the registry (``services/orchestrator/strategies/__init__.py``) is the source; the
+- strategies: the registry (``services/search/strategies/__init__.py``) is the source; the
   gateway's ``StrategyName`` literal (the gateway may not import the orchestrator), the comment on
   ``StrategySpec.name`` in ``orchestrator.proto`` and the table in ``docs/strategies.md`` are copies.
 - verifiers: ``services/common/verifiers.py`` is the source; the verifier service's registry and
@@ -24,9 +24,9 @@ import pytest
 from services.common.errors import InvalidArgument
 from services.common.verifiers import HARD_VERIFIERS, VERIFIER_NAMES, check_ensemble
 from services.gateway.protocol import StrategyName, VerifierName
-from services.orchestrator.strategies import REGISTRY
 from services.policy.engines import ENGINE_MODULES
 from services.policy.settings import PolicySettings
+from services.search.strategies import REGISTRY
 from services.verifier.registry import build_registry
 from services.verifier.settings import VerifierSettings
 

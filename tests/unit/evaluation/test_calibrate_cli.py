@@ -10,11 +10,11 @@ from typing import get_args
 import numpy as np
 import pytest
 
+from evaluation.datasets import load_problems
+from evaluation.records import RecordWriter, write_problems
 from loadtests.calibrate import calibrate, html_section
 from services.common.difficulty_features import FEATURE_DIM, FEATURE_SET, difficulty_features
 from services.common.embedding import DIM
-from services.evaluation.datasets import load_problems
-from services.evaluation.records import RecordWriter, write_problems
 from services.gateway.protocol import StrategyName
 from services.gateway.routing import load_routing_table
 from tests.unit.evaluation.test_report import rec

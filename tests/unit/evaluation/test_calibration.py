@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.evaluation.calibration import (
+from evaluation.calibration import (
     ConfigStats,
     ProblemStats,
     agreement_difficulty,
@@ -81,7 +81,7 @@ def test_problem_stats_ignore_errors_and_use_gateway_difficulty() -> None:
 
 
 def test_none_is_pinned_to_the_greedy_single_sample_even_when_a_tool_is_cheaper() -> None:
-    from services.evaluation.calibration import pin_effort, single_sample_label
+    from evaluation.calibration import pin_effort, single_sample_label
 
     pool = []
     for i in range(4):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.evaluation.checkers import check_math, program_for
-from services.evaluation.datasets import (
+from evaluation.checkers import check_math, program_for
+from evaluation.datasets import (
     UnknownDataset,
     assert_disjoint,
     content_id,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.evaluation.ladder import effort_rows, ladder_row, monotone, wilson
-from services.evaluation.records import RequestRecord
+from evaluation.ladder import effort_rows, ladder_row, monotone, wilson
+from evaluation.records import RequestRecord
 
 
 def record(pid: str, label: str, correct: bool | None, *, tokens: int = 100, outcome: str = "") -> RequestRecord:

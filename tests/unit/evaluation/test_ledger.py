@@ -2,7 +2,7 @@ from math import comb
 
 import pytest
 
-from services.evaluation.ledger import ProblemLedger, Sample, majority, pass_at_k, summarize
+from evaluation.ledger import ProblemLedger, Sample, majority, pass_at_k, summarize
 
 
 @pytest.mark.parametrize(("n", "c", "k"), [(10, 3, 1), (10, 3, 5), (20, 0, 4), (20, 20, 4), (7, 2, 7)])

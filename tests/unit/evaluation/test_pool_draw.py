@@ -7,11 +7,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from evaluation.datasets import Problem
 from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
-from services.evaluation.datasets import Problem
 from services.gen.ttc.v1 import sandbox_pb2
-from services.orchestrator.interfaces import Candidate, Generation, Message, ProgramRun
-from services.orchestrator.strategies import program as pot
+from services.search.interfaces import Candidate, Generation, Message, ProgramRun
+from services.search.strategies import program as pot
 
 
 class ScriptedPolicy:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.datasets import Problem
+from evaluation.pools import iter_chunks, read_chunk, read_pools, write_chunk
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import StaleSettings, counts, plan, remove_replaced
-from services.evaluation.datasets import Problem
-from services.evaluation.pools import iter_chunks, read_chunk, read_pools, write_chunk
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SHA = "f" * 64

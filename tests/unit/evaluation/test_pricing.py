@@ -9,9 +9,9 @@ from collections.abc import Mapping
 
 import pytest
 
-from services.evaluation.ledger import pass_at_k
-from services.evaluation.pricing import Ballot, Config, LatencyModel, Pricer, _waves, subsets, winner
-from services.evaluation.pricing_table import (
+from evaluation.ledger import pass_at_k
+from evaluation.pricing import Ballot, Config, LatencyModel, Pricer, _waves, subsets, winner
+from evaluation.pricing_table import (
     bootstrap_interval,
     cascade,
     default_configs,
@@ -19,7 +19,7 @@ from services.evaluation.pricing_table import (
     price_all,
     table,
 )
-from services.orchestrator.strategies.stopping import should_stop, wave_sizes
+from services.search.strategies.stopping import should_stop, wave_sizes
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 FREE = LatencyModel()

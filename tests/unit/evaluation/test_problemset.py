@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.evaluation.datasets import Problem
-from services.evaluation.problemset import (
+from evaluation.datasets import Problem
+from evaluation.problemset import (
     FAMILIES,
     UnknownFamily,
     answer_correct,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.evaluation.records import (
+from evaluation.records import (
     RecordWriter,
     RequestRecord,
     done_keys,
@@ -15,8 +15,8 @@ from services.evaluation.records import (
     read_run_meta,
     write_run_meta,
 )
-from services.evaluation.report import Pricing, build_rows, compare, pareto, percentile, totals
-from services.evaluation.report_html import write_report
+from evaluation.report import Pricing, build_rows, compare, pareto, percentile, totals
+from evaluation.report_html import write_report
 
 
 def rec(problem: str, effort: str, strategy: str, outcome: str, *, level: int = 1, tokens: int = 100,

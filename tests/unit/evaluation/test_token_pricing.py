@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from evaluation.calibration import PREFILL_WEIGHT, problem_stats
+from evaluation.records import SCHEMA_VERSION, RecordWriter, RequestRecord, iter_records
+from evaluation.report import Pricing, build_rows
+from evaluation.settings import EvaluationSettings
 from loadtests.client import Reply, _usage
-from services.evaluation.calibration import PREFILL_WEIGHT, problem_stats
-from services.evaluation.records import SCHEMA_VERSION, RecordWriter, RequestRecord, iter_records
-from services.evaluation.report import Pricing, build_rows
-from services.evaluation.settings import EvaluationSettings
 
 
 def record(

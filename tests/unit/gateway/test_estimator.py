@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluation.calibration import fit_ridge
 from services.common.difficulty_features import (
     FEATURE_DIM,
     FEATURE_SET,
@@ -21,7 +22,6 @@ from services.common.difficulty_features import (
 )
 from services.common.embedding import DIM
 from services.common.metrics import ServiceMetrics
-from services.evaluation.calibration import fit_ridge
 from services.gateway.difficulty import EmbeddingEstimator, make_estimator
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Planner
@@ -142,7 +142,7 @@ def test_features_layout_and_estimation_text() -> None:
 
 
 async def test_embedding_estimate_equals_the_fitted_ridge_and_costs_no_tokens() -> None:
-    from services.evaluation.calibration import RidgeEstimator
+    from evaluation.calibration import RidgeEstimator
 
     params = RidgeParams.model_validate(_ridge(3))
     encoder = FakeEncoder()

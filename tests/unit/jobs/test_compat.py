@@ -11,8 +11,8 @@ from google.protobuf import struct_pb2
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import compat, validation
-from services.orchestrator.search import validate_job
-from services.orchestrator.strategies import REGISTRY
+from services.search.run import validate_job
+from services.search.strategies import REGISTRY
 
 FEATURES = {
     "tools": lambda job: job.tools.tools.add(name="get_time"),

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from services.orchestrator.interfaces import (
+from services.search.interfaces import (
     NO_SHAPE,
     Candidate,
     ComponentError,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from services.common.errors import InvalidArgument
-from services.orchestrator.budget import Budget, BudgetExhausted, DeadlineReached, Limits
-from services.orchestrator.interfaces import Candidate, Generation, Verdict, Verification
-from services.orchestrator.params import Params
-from services.orchestrator.trace import SeedStream
+from services.search.budget import Budget, BudgetExhausted, DeadlineReached, Limits
+from services.search.interfaces import Candidate, Generation, Verdict, Verification
+from services.search.params import Params
+from services.search.trace import SeedStream
 
 
 def test_reserve_shrinks_to_fit_and_then_refuses() -> None:

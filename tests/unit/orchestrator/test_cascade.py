@@ -9,9 +9,9 @@ import pytest
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.search import run_search
-from services.orchestrator.strategies.cascade import vote_share
-from services.orchestrator.strategies.results import Choice, Outcome
+from services.search.run import run_search
+from services.search.strategies.cascade import vote_share
+from services.search.strategies.results import Choice, Outcome
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 
@@ -57,8 +57,8 @@ def test_vote_share_counts_abstentions_against_the_winner() -> None:
 
 
 def test_bad_parameters_name_their_field() -> None:
-    from services.orchestrator.strategies.cascade import Cascade
-    from services.orchestrator.strategies.config import StrategyInput
+    from services.search.strategies.cascade import Cascade
+    from services.search.strategies.config import StrategyInput
 
     with pytest.raises(InvalidArgument, match="threshold"):
         Cascade.from_input(StrategyInput(n=4, params={"threshold": 2}))

@@ -17,8 +17,8 @@ from services.gen.ttc.v1 import (
     verifier_pb2_grpc,
 )
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
-from services.orchestrator.interfaces import Message, VerifyCall
-from services.orchestrator.search import run_search
+from services.search.interfaces import Message, VerifyCall
+from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 
 

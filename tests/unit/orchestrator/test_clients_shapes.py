@@ -14,9 +14,9 @@ from services.common.grpc_client import insecure_channel
 from services.common.targets import parse_targets
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
-from services.orchestrator.interfaces import Constraint, Message, Shape, Tool, ToolCall, Tools
-from services.orchestrator.search import run_search
 from services.orchestrator.settings import OrchestratorSettings
+from services.search.interfaces import Constraint, Message, Shape, Tool, ToolCall, Tools
+from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedVerifier, contains
 

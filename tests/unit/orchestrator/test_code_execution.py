@@ -15,9 +15,9 @@ import pytest
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.interfaces import ProgramRun
-from services.orchestrator.search import run_search
-from services.orchestrator.strategies.code_behaviour import (
+from services.search.interfaces import ProgramRun
+from services.search.run import run_search
+from services.search.strategies.code_behaviour import (
     Behaviour,
     Case,
     Entry,
@@ -29,9 +29,9 @@ from services.orchestrator.strategies.code_behaviour import (
     parse_tests,
     problem_entry_point,
 )
-from services.orchestrator.strategies.code_execution import TESTS_SYSTEM, CodeExecution
-from services.orchestrator.strategies.code_harness import harness, parse_run
-from services.orchestrator.strategies.config import StrategyInput
+from services.search.strategies.code_execution import TESTS_SYSTEM, CodeExecution
+from services.search.strategies.code_harness import harness, parse_run
+from services.search.strategies.config import StrategyInput
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import PolicyCall, ScriptedPolicy, ScriptedVerifier
 

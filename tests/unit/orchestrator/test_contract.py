@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.search import replay
-from services.orchestrator.search import run_search as _run_search
-from services.orchestrator.strategies import REGISTRY
-from services.orchestrator.trace import compare_choices
+from services.search.run import replay
+from services.search.run import run_search as _run_search
+from services.search.strategies import REGISTRY
+from services.search.trace import compare_choices
 from tests.unit.orchestrator.conftest import STRATEGY_CASES, case_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise
 

@@ -16,8 +16,8 @@ from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
 from services.jobs.record import JobRecord
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
-from services.orchestrator.interfaces import ComponentError
-from services.orchestrator.search import run_search
+from services.search.interfaces import ComponentError
+from services.search.run import run_search
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise

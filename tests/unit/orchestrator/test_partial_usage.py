@@ -18,8 +18,8 @@ import pytest
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
-from services.orchestrator.interfaces import Candidate, ComponentError, Generation, Message, PartialSink, Policy
-from services.orchestrator.search import run_search
+from services.search.interfaces import Candidate, ComponentError, Generation, Message, PartialSink, Policy
+from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.common.grpc_client import insecure_channel
 from services.orchestrator.clients import GrpcPolicy
-from services.orchestrator.interfaces import Message
+from services.search.interfaces import Message
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.test_clients import FakePolicy, FakeVerifier, services
 
@@ -45,7 +45,7 @@ async def test_a_down_replica_fails_over_to_the_next_and_stays_there(
 async def test_one_replica_down_and_no_other_is_an_error(services: tuple[FakePolicy, FakeVerifier, str]) -> None:
     import pytest
 
-    from services.orchestrator.interfaces import ComponentError
+    from services.search.interfaces import ComponentError
 
     dead = insecure_channel(f"127.0.0.1:{free_port()}")
     try:

@@ -13,8 +13,8 @@ import pytest
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
-from services.orchestrator.interfaces import ComponentError, Generation, Message, TextSink
 from services.orchestrator.retry import BROKEN, REFUSED, Attempts, Backoff, reason_of
+from services.search.interfaces import ComponentError, Generation, Message, TextSink
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.test_clients import FakePolicy
 

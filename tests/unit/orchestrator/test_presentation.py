@@ -3,9 +3,9 @@ and the text itself where the request forbids rendering or no value is asked for
 
 from __future__ import annotations
 
-from services.orchestrator.interfaces import Constraint, Message, Shape
-from services.orchestrator.presentation import may_render, present
-from services.orchestrator.strategies.results import Choice
+from services.search.interfaces import Constraint, Message, Shape
+from services.search.presentation import may_render, present
+from services.search.strategies.results import Choice
 
 CHAIN = "Six sevens: 6 * 7 = 42.\n\nThe answer is 42."
 
@@ -49,7 +49,7 @@ def test_votes_are_part_of_the_evidence() -> None:
 def test_a_tool_conversation_and_a_cut_chain_keep_the_text() -> None:
     """Seen with the Agents SDK: after a tool result, a reply cut at max_tokens ended in
     "...5555, "b": 0}} ... 555" and was rendered "The answer is 555."; it must stay text."""
-    from services.orchestrator.interfaces import ToolCall
+    from services.search.interfaces import ToolCall
 
     call = ToolCall(id="c1", name="add", arguments='{"a": 1234, "b": 4321}')
     agent = (

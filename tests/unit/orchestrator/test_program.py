@@ -6,8 +6,8 @@ import pytest
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.search import run_search
-from services.orchestrator.strategies.program import program_source
+from services.search.run import run_search
+from services.search.strategies.program import program_source
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, programs_by_seed
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.strategies.program import program_source
-from services.orchestrator.strategies.program_checks import computes_nothing, guessed_output, prints_literal
+from services.search.strategies.program import program_source
+from services.search.strategies.program_checks import computes_nothing, guessed_output, prints_literal
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "program_outputs.json").read_text())
 RECORDS: list[dict[str, Any]] = DATA["records"]

@@ -7,7 +7,7 @@ from google.protobuf import struct_pb2
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
-from services.orchestrator.search import replay, run_search, validate_job
+from services.search.run import replay, run_search, validate_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 
 
@@ -121,7 +121,7 @@ async def test_grpc_style_progress_sink_failure_does_not_kill_the_search() -> No
 
 
 async def test_trace_round_trips_through_proto() -> None:
-    from services.orchestrator.trace import Trace
+    from services.search.trace import Trace
 
     _, trace = await run_search(
         make_job(), ScriptedPolicy(answers_by_seed(["4", "5"])), ScriptedVerifier(contains("4"))

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.orchestrator.strategies.stopping import leader_probability, should_stop, wave_sizes
+from services.search.strategies.stopping import leader_probability, should_stop, wave_sizes
 
 
 def beta_tail_by_integration(a: int, b: int, steps: int = 20000) -> float:

@@ -9,12 +9,12 @@ import pytest
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2 as T
-from services.orchestrator.interfaces import Candidate
-from services.orchestrator.presentation import estimate_tokens
-from services.orchestrator.search import run_search, validate_job
-from services.orchestrator.strategies.ab_mcts import mixed_model_draw
-from services.orchestrator.strategies.mcts import TreeNode, priors, puct
-from services.orchestrator.strategies.voting import vote
+from services.search.interfaces import Candidate
+from services.search.presentation import estimate_tokens
+from services.search.run import run_search, validate_job
+from services.search.strategies.ab_mcts import mixed_model_draw
+from services.search.strategies.mcts import TreeNode, priors, puct
+from services.search.strategies.voting import vote
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import (
     PolicyCall,

@@ -11,9 +11,9 @@ import pytest
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import common_pb2
 from services.gen.ttc.v1 import orchestrator_pb2 as T
-from services.orchestrator.interfaces import Candidate, Constraint, Tool, ToolCall, Tools
-from services.orchestrator.search import run_search, validate_job
-from services.orchestrator.strategies.keys import VoteKeys, calls_key, json_key
+from services.search.interfaces import Candidate, Constraint, Tool, ToolCall, Tools
+from services.search.run import run_search, validate_job
+from services.search.strategies.keys import VoteKeys, calls_key, json_key
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import CALLS_MARK, PolicyCall, ScriptedPolicy, ScriptedVerifier, contains
 

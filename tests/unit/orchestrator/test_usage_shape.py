@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import fields
 
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.orchestrator.interfaces import BudgetUsage
-from services.orchestrator.search import run_search, usage_to_proto
+from services.search.interfaces import BudgetUsage
+from services.search.run import run_search, usage_to_proto
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 

@@ -1,0 +1,79 @@
+"""What the reply shows, and what goes to the reasoning channel, for every strategy.
+
+A strategy's chosen text is its evidence: a chain of thought, or a program with what it
+printed and the votes. The user asked a question, possibly in a form ("reply with the
+number", "End with 'Answer: …'"). So where the question asks for a value, the reply's
+content is that value rendered in the asked form (:mod:`services.common.answer_form`), and
+the evidence is the reasoning (``SearchResult.reasoning``: ``reasoning_content`` at the
+gateway, counted as reasoning tokens). Where it does not (a poem, an explanation, code), the
+text is the content and there is no separate reasoning.
+
+The hard limits are the request's own: tool calls, a response format (the JSON *is* the
+answer) and token logprobs (they belong to the generated text) keep the text as it is, and
+so does an answer whose tokens were already streamed as content.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.common.answer_form import parse_form, render
+from services.common.answers import extract_answer
+from services.common.task_type import VALUE_TASKS, classify_task
+from services.search.interfaces import Message, Shape
+from services.search.strategies.results import Choice
+from services.search.strategies.text import question_text
+
+# Strategies whose chosen text is a rendered program: their reply is always the value.
+VALUE_STRATEGIES = frozenset({"program_of_thought"})
+# A token estimate for rendered text the engine never generated as such (digits and symbols
+# are one token each in the packaged models' vocabularies, words about one).
+_PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Presented:
+    content: str
+    reasoning: str  # "" when the content is the text itself
+    answer_tokens: int
+
+
+def keeps_text(shape: Shape, problem: tuple[Message, ...] = ()) -> bool:
+    """Whether the request's features forbid rendering: tools, a response format, logprobs, or
+    a conversation with tool turns (an agent's reply reports a tool's result in its own words)."""
+    in_tool_conversation = any(m.role == "tool" or m.tool_calls for m in problem)
+    return bool(shape.tools or shape.constraint is not None or shape.logprobs or in_tool_conversation)
+
+
+def may_render(strategy: str, problem: tuple[Message, ...], shape: Shape) -> bool:
+    """Whether the reply may be a rendered value (decided before the search, so that such a
+    job does not stream its chain of thought token by token as the answer)."""
+    if keeps_text(shape, problem):
+        return False
+    question = question_text(problem)
+    return strategy in VALUE_STRATEGIES or parse_form(question).asked or classify_task(question) in VALUE_TASKS
+
+
+def estimate_tokens(text: str) -> int:
+    return len(_PIECE.findall(text))
+
+
+def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, streamed: bool) -> Presented:
+    """The reply's content and reasoning for ``choice`` (see the module docstring)."""
+    keep = Presented(choice.text, "", choice.answer_tokens)
+    if streamed or choice.tool_calls or keeps_text(shape, problem):
+        return keep
+    question = question_text(problem)
+    form = parse_form(question)
+    value = choice.answer
+    # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
+    if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
+        value = extract_answer(choice.text) or ""
+    if not value:
+        return keep
+    content = render(value, form)
+    reasoning = choice.text
+    if choice.votes > 1 and not choice.answer:
+        reasoning += f"\n\n({choice.votes} candidates agreed on this answer.)"
+    return Presented(content, reasoning, estimate_tokens(content))

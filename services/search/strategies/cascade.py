@@ -1,0 +1,86 @@
+"""Cascade: the small model's vote first, a larger deployment only when that vote is not settled.
+
+A larger model is right more often on some tasks (long products, equations: issue #20) and no
+better on others, at about three times the cost per token on 2 cores. The cascade spends that
+cost only where the cheap vote shows doubt: it runs an inner voting strategy (program-of-thought
+by default, or self-consistency) on the job's model, and when the winning answer's share of the
+candidates drawn is below ``threshold`` (abstaining programs count against it, so "no program
+produced an answer" always escalates) it runs the same inner strategy again on the escalation
+deployment, whose answer is returned. Both runs spend the one job budget, so usage counts both
+models' tokens, and the trace has an ``escalate`` node holding the small vote's share.
+
+The escalation deployment is the worker's (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): a request
+pins ``cascade`` but cannot name arbitrary models behind the gateway's back. Where it is unset
+the cascade is refused (a job error with code INVALID_ARGUMENT: a 400 at the gateway), never
+run silently without escalating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from services.search.budget import ComponentFailed
+from services.search.params import Params
+from services.search.strategies.base import Strategy
+from services.search.strategies.config import StrategyInput
+from services.search.strategies.context import Context
+from services.search.strategies.program import ProgramOfThought
+from services.search.strategies.results import Outcome
+from services.search.strategies.voting import SelfConsistency
+
+INNER: dict[str, type[Strategy]] = {"program_of_thought": ProgramOfThought, "self_consistency": SelfConsistency}
+OWN_PARAMS = ("inner", "threshold")
+
+
+def vote_share(outcome: Outcome, drawn: int) -> float:
+    """The chosen answer's votes over every candidate the run drew (0 when nothing answered)."""
+    if outcome.choice is None or drawn <= 0:
+        return 0.0
+    return min(1.0, max(outcome.choice.votes, 0) / drawn)
+
+
+@dataclass(frozen=True)
+class Cascade(Strategy):
+    name: ClassVar[str] = "cascade"
+    inner: Strategy
+    threshold: float = 0.75
+
+    @classmethod
+    def from_input(cls, spec: StrategyInput) -> Cascade:
+        params = Params(spec.params)
+        inner_name = params.string("inner", "program_of_thought", choices=tuple(INNER))
+        threshold = params.number("threshold", 0.75, minimum=0.0, maximum=1.0)
+        inner_params = {k: v for k, v in spec.params.items() if k not in OWN_PARAMS}
+        inner = INNER[inner_name].from_input(replace(spec, params=inner_params))
+        return cls(inner=inner, threshold=threshold)
+
+    async def run(self, ctx: Context) -> Outcome:
+        if ctx.escalation is None:
+            raise ComponentFailed(
+                "cascade needs an escalation deployment: set TTC_ORCHESTRATOR_ESCALATION_MODEL on the workers",
+                component="orchestrator",
+                code="INVALID_ARGUMENT",
+            )
+        before = ctx.candidates_generated
+        small = await self.inner.run(ctx)
+        share = vote_share(small, ctx.candidates_generated - before)
+        settled = small.choice is not None and share >= self.threshold
+        node = ctx.trace.add(
+            ctx.trace.root.id,
+            "escalate" if not settled else "settled",
+            text=f"small model's vote share {share:.2f} (threshold {self.threshold:.2f})",
+            score=share,
+        )
+        if settled:
+            await ctx.progress("cascade", f"Vote settled on the small model (share {share:.2f}).")
+            return small
+        await ctx.progress("cascade", f"Vote share {share:.2f} < {self.threshold:.2f}: escalating to the larger model.")
+        own_policy = ctx.policy
+        ctx.policy = ctx.escalation
+        try:
+            large = await self.inner.run(ctx)
+        finally:
+            ctx.policy = own_policy
+        node.visits = 1
+        return large if large.choice is not None else small
