@@ -217,19 +217,37 @@ class Progress(_message.Message):
     budget_used: BudgetUse
     def __init__(self, stage: _Optional[str] = ..., message: _Optional[str] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ...) -> None: ...
 
+class ReasoningDelta(_message.Message):
+    __slots__ = ("source", "kind", "text")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    kind: str
+    text: str
+    def __init__(self, source: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ReasoningDeltas(_message.Message):
+    __slots__ = ("deltas",)
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
+    deltas: _containers.RepeatedCompositeFieldContainer[ReasoningDelta]
+    def __init__(self, deltas: _Optional[_Iterable[_Union[ReasoningDelta, _Mapping]]] = ...) -> None: ...
+
 class JobEvent(_message.Message):
-    __slots__ = ("job_id", "sequence", "progress", "answer_delta", "result")
+    __slots__ = ("job_id", "sequence", "progress", "answer_delta", "result", "reasoning")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_DELTA_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     sequence: int
     progress: Progress
     answer_delta: str
     result: SearchResult
-    def __init__(self, job_id: _Optional[str] = ..., sequence: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., answer_delta: _Optional[str] = ..., result: _Optional[_Union[SearchResult, _Mapping]] = ...) -> None: ...
+    reasoning: ReasoningDeltas
+    def __init__(self, job_id: _Optional[str] = ..., sequence: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., answer_delta: _Optional[str] = ..., result: _Optional[_Union[SearchResult, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningDeltas, _Mapping]] = ...) -> None: ...
 
 class GetTraceRequest(_message.Message):
     __slots__ = ("trace_id",)
