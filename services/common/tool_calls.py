@@ -68,14 +68,6 @@ def canonical_arguments(json_text: str) -> str:
     return canonical(value)
 
 
-def call_key(call: ToolCall) -> tuple[str, str]:
-    """What two calls must share to be the same call: name and canonical arguments."""
-    try:
-        return call.name, canonical_arguments(call.arguments)
-    except ValueError:
-        return call.name, call.arguments
-
-
 def _call_from(obj: Any) -> ToolCall | None:
     """A call from a decoded ``{"name": .., "arguments": {..}}`` object (``parameters`` is
     accepted for ``arguments``; arguments given as JSON text are decoded)."""
