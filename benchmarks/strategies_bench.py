@@ -44,14 +44,12 @@ from google.protobuf import struct_pb2
 from services.common.answers import answers_equivalent, extract_answer, normalize_answer
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import (
-    NO_SHAPE,
     Candidate,
+    CandidateTextSink,
+    GenerateCall,
     Generation,
-    Message,
     PartialSink,
     Policy,
-    Shape,
-    TextSink,
     Verdict,
     Verification,
     Verifier,
@@ -129,25 +127,19 @@ class CachingPolicy:
 
     async def generate(
         self,
-        messages: Sequence[Message],
+        call: GenerateCall,
         *,
-        assistant_prefix: str,
-        n: int,
-        seeds: Sequence[int],
-        max_tokens: int,
-        temperature: float,
-        top_p: float,
-        stop: Sequence[str],
-        logprobs: bool,
-        shape: Shape = NO_SHAPE,
-        on_text: TextSink | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
+        on_text: CandidateTextSink | None = None,
         on_partial: PartialSink | None = None,
     ) -> Generation:
         from services.policy.engines import base as eb
 
-        del shape, on_text, on_partial  # the benchmark's problems are plain text, not streamed or cut short
+        del on_text, on_partial  # the benchmark's problems are plain text, not streamed or cut short
+        messages, assistant_prefix, seeds = call.messages, call.assistant_prefix, call.seeds
+        max_tokens = call.max_tokens
+        temperature, top_p, stop, logprobs = call.temperature, call.top_p, call.stop, call.logprobs
+        presence_penalty, frequency_penalty = call.presence_penalty, call.frequency_penalty
+        n = call.n
 
         penalties = (presence_penalty, frequency_penalty)
         key = (tuple(messages), assistant_prefix, tuple(seeds), max_tokens, temperature, top_p, tuple(stop), penalties)

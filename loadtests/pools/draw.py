@@ -31,7 +31,7 @@ from services.common.answers import extract_answer, normalize_for_vote, program_
 from services.common.difficulty_features import estimation_text
 from services.common.task_type import classify_task
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from services.search.interfaces import ComponentError, Executor, Generation, Message, Policy
+from services.search.interfaces import ComponentError, Executor, GenerateCall, Generation, Message, Policy
 from services.search.strategies import program as pot
 
 _STDOUT_KEPT = 2_000
@@ -98,8 +98,8 @@ class PoolDrawer:
                         max_tokens: int, logprobs: bool) -> tuple[Generation, Call]:  # fmt: skip
         started = time.perf_counter()
         generation = await self._policy.generate(
-            messages, assistant_prefix="", n=len(seeds), seeds=seeds, max_tokens=max_tokens,
-            temperature=temperature, top_p=self.settings.top_p, stop=(), logprobs=logprobs,
+            GenerateCall(messages, n=len(seeds), seeds=tuple(seeds), max_tokens=max_tokens,
+                         temperature=temperature, top_p=self.settings.top_p, logprobs=logprobs)
         )  # fmt: skip
         wall = time.perf_counter() - started
         call = Call(

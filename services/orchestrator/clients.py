@@ -29,15 +29,16 @@ from services.search.interfaces import (
     NO_SHAPE,
     RAW_PROMPT_ROLE,
     Candidate,
+    CandidateTextSink,
     ComponentError,
     ExecStatus,
     FinishReason,
+    GenerateCall,
     Generation,
     Message,
     PartialSink,
     ProgramRun,
     Shape,
-    TextSink,
     Verdict,
     Verification,
     VerifyCall,
@@ -74,33 +75,21 @@ def prompt_input(messages: Sequence[Message], assistant_prefix: str, shape: Shap
     return prompt
 
 
-def sampling_params(
-    *,
-    n: int,
-    seeds: Sequence[int],
-    max_tokens: int,
-    temperature: float,
-    top_p: float,
-    stop: Sequence[str],
-    logprobs: bool,
-    shape: Shape,
-    presence_penalty: float = 0.0,
-    frequency_penalty: float = 0.0,
-) -> policy_pb2.SamplingParams:
+def sampling_params(call: GenerateCall) -> policy_pb2.SamplingParams:
     sampling = policy_pb2.SamplingParams(
-        n=n,
-        seeds=list(seeds),
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty,
-        stop=list(stop),
-        logprobs=logprobs,
-        top_logprobs=shape.top_logprobs if logprobs else 0,
+        n=call.n,
+        seeds=list(call.seeds),
+        max_tokens=call.max_tokens,
+        temperature=call.temperature,
+        top_p=call.top_p,
+        presence_penalty=call.presence_penalty,
+        frequency_penalty=call.frequency_penalty,
+        stop=list(call.stop),
+        logprobs=call.logprobs,
+        top_logprobs=call.shape.top_logprobs if call.logprobs else 0,
     )
-    if shape.constraint is not None:
-        sampling.constraint.CopyFrom(constraint_proto(shape.constraint))
+    if call.shape.constraint is not None:
+        sampling.constraint.CopyFrom(constraint_proto(call.shape.constraint))
     return sampling
 
 
@@ -157,59 +146,46 @@ class GrpcPolicy:
 
     async def generate(
         self,
-        messages: Sequence[Message],
+        call: GenerateCall,
         *,
-        assistant_prefix: str,
-        n: int,
-        seeds: Sequence[int],
-        max_tokens: int,
-        temperature: float,
-        top_p: float,
-        stop: Sequence[str],
-        logprobs: bool,
-        shape: Shape = NO_SHAPE,
-        on_text: TextSink | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
+        on_text: CandidateTextSink | None = None,
         on_partial: PartialSink | None = None,
     ) -> Generation:
+        """One policy call. With ``on_text`` it streams (GenerateStream), handing every
+        candidate's deltas on as they arrive; the stream carries no per-token logprobs, so a
+        call that wants them goes unary and hands each candidate's text on whole when it returns."""
         request = policy_pb2.GenerateRequest(
             model=self._model,
-            input=prompt_input(messages, assistant_prefix, shape),
-            sampling=sampling_params(
-                n=n,
-                seeds=seeds,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                stop=stop,
-                logprobs=logprobs,
-                shape=shape,
-                presence_penalty=presence_penalty,
-                frequency_penalty=frequency_penalty,
-            ),
+            input=prompt_input(call.messages, call.assistant_prefix, call.shape),
+            sampling=sampling_params(call),
             request_id=self._request_id,
         )
         until = min(self._retry_until, time.monotonic() + self._timeout)
         attempts = Attempts(until, self._backoff, self._on_retry)
+        streamed = on_text is not None and not call.logprobs
         while True:
             try:
-                if on_text is not None:
-                    return await self._stream(request, seeds, on_text, attempts, on_partial)
+                if streamed and on_text is not None:
+                    return await self._stream(request, call.seeds, on_text, attempts, on_partial)
                 response = await self._stub.Generate(request, timeout=self._timeout)
                 break
             except grpc.aio.AioRpcError as err:
-                if on_text is None and self._fail_over(err):
+                if not streamed and self._fail_over(err):
                     continue
-                if on_text is None and await attempts.again(err):
+                if not streamed and await attempts.again(err):
                     self._stub = self._stubs[0]  # the job's own replica first again
                     continue
                 raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
-        return Generation(
+        generation = Generation(
             candidates=tuple(candidate_of(c) for c in response.candidates),
             prompt_tokens=response.usage.prompt_tokens,
             cached_tokens=response.usage.cached_tokens,
         )
+        if on_text is not None:
+            for index, candidate in enumerate(generation.candidates):
+                if candidate.text:
+                    await on_text(index, candidate.text)
+        return generation
 
     def _fail_over(self, err: grpc.aio.AioRpcError) -> bool:
         """Move to the next replica when this one is down; False when none is left."""
@@ -223,12 +199,13 @@ class GrpcPolicy:
         self,
         request: policy_pb2.GenerateRequest,
         seeds: Sequence[int],
-        on_text: TextSink,
+        on_text: CandidateTextSink,
         attempts: Attempts,
         on_partial: PartialSink | None = None,
     ) -> Generation:
-        """Generate through GenerateStream, handing candidate 0's text deltas to ``on_text`` as
-        they arrive. The stream carries no per-token logprobs (the caller asks for none). Every
+        """Generate through GenerateStream, handing each candidate's text deltas to ``on_text``
+        (with the candidate's index) as they arrive. The stream carries no per-token logprobs
+        (the caller asks for none). Every
         chunk carries its candidate's token count, so a stream that ends early (cancelled,
         failed) hands what it had received to ``on_partial``: those tokens were decoded."""
         parts: dict[int, _Streamed] = {}
@@ -242,8 +219,7 @@ class GrpcPolicy:
                 part.tokens = max(part.tokens, chunk.completion_tokens)
                 if chunk.text_delta:
                     part.text.append(chunk.text_delta)
-                    if chunk.index == 0:
-                        await on_text(chunk.text_delta)
+                    await on_text(chunk.index, chunk.text_delta)
                 if chunk.finish_reason:
                     part.finish = chunk.finish_reason
                 part.tool_calls.extend(chunk.tool_calls)
@@ -256,7 +232,7 @@ class GrpcPolicy:
 
 def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequence[int]) -> Generation:
     """The candidates a stream's chunks make up (the final chunk's usage, once it came)."""
-    streamed = [parts[i] for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
+    streamed = [(i, parts[i]) for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
     return Generation(
         candidates=tuple(
             Candidate(
@@ -264,10 +240,10 @@ def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequ
                 finish_reason=_FINISH.get(p.finish, "stop"),
                 # A policy that predates per-chunk counts reports the whole call's only.
                 completion_tokens=p.tokens or (usage.completion_tokens if len(streamed) == 1 else 0),
-                seed=seeds[i] if i < len(seeds) else 0,
+                seed=seeds[i] if i < len(seeds) else 0,  # the candidate's own seed, by its index
                 tool_calls=tuple(tool_call_of(t) for t in p.tool_calls),
             )
-            for i, p in enumerate(streamed)
+            for i, p in streamed
         ),
         prompt_tokens=usage.prompt_tokens,
         cached_tokens=usage.cached_tokens,

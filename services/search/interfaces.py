@@ -9,7 +9,7 @@ contract test run every strategy against scripted components.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -124,36 +124,47 @@ class Generation:
 
 
 TextSink = Callable[[str], Awaitable[None]]
+#: receives a policy call's text as the engine decodes it: (candidate index in the call, delta)
+CandidateTextSink = Callable[[int, str], Awaitable[None]]
 #: receives what a policy call had been sent when it ended without a result (cancelled, timed
 #: out, failed mid-stream): the candidates as far as they came, with their tokens counted
 PartialSink = Callable[[Generation], None]
 
 
-class Policy(Protocol):
-    """Text generation. ``n`` candidates of one prompt come from one engine call.
+@dataclass(frozen=True)
+class GenerateCall:
+    """One batched policy call: ``n`` candidates of one prompt, one seed each.
 
-    ``shape`` carries tools, an output constraint and ``top_logprobs``; ``on_text`` (n == 1
-    only) receives the text as the engine generates it (the policy's GenerateStream), and
-    ``on_partial`` what such a call had been sent if it ends early, so its tokens are charged
-    (a unary call that ends early has sent nothing). ``presence_penalty`` and
-    ``frequency_penalty`` are OpenAI's (-2..2, 0: none)."""
+    ``shape`` carries tools, an output constraint and ``top_logprobs``; ``presence_penalty``
+    and ``frequency_penalty`` are OpenAI's (-2..2, 0: none)."""
+
+    messages: tuple[Message, ...]
+    n: int
+    seeds: tuple[int, ...]
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    assistant_prefix: str = ""
+    shape: Shape = NO_SHAPE
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+
+class Policy(Protocol):
+    """Text generation. ``call.n`` candidates of one prompt come from one engine call.
+
+    ``on_text`` receives each candidate's text as the engine decodes it, tagged with the
+    candidate's index in the call (the policy's GenerateStream); ``on_partial`` what such a
+    call had been sent if it ends early, so its tokens are charged (a unary call that ends
+    early has sent nothing)."""
 
     async def generate(
         self,
-        messages: Sequence[Message],
+        call: GenerateCall,
         *,
-        assistant_prefix: str,
-        n: int,
-        seeds: Sequence[int],
-        max_tokens: int,
-        temperature: float,
-        top_p: float,
-        stop: Sequence[str],
-        logprobs: bool,
-        shape: Shape = NO_SHAPE,
-        on_text: TextSink | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
+        on_text: CandidateTextSink | None = None,
         on_partial: PartialSink | None = None,
     ) -> Generation: ...
 

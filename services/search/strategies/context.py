@@ -23,7 +23,9 @@ from services.search.budget import Budget, Cancelled, ComponentFailed, DeadlineR
 from services.search.interfaces import (
     NO_SHAPE,
     Aggregation,
+    CandidateTextSink,
     Executor,
+    GenerateCall,
     Generation,
     Message,
     Policy,
@@ -207,6 +209,7 @@ class Context:
     async def _call(self, request: GenRequest) -> list[tuple[Generation, list[int]]]:
         chunks: list[tuple[Generation, list[int]]] = []
         remaining = request.n
+        sampling = self.sampling
         while remaining > 0:
             self._check_cancelled()
             want = min(remaining, MAX_BATCH)
@@ -215,19 +218,21 @@ class Context:
             try:
                 generation = await self._bounded(
                     self.policy.generate(
-                        request.messages if request.messages is not None else self.problem,
-                        assistant_prefix=request.assistant_prefix,
-                        n=count,
-                        seeds=seeds,
-                        max_tokens=tokens,
-                        temperature=self.sampling.temperature if request.temperature is None else request.temperature,
-                        top_p=self.sampling.top_p,
-                        stop=tuple(self.sampling.stop if request.stop is None else request.stop),
-                        logprobs=request.logprobs or (request.shaped and self.shape.logprobs),
-                        shape=self.shape if request.shaped else NO_SHAPE,
-                        on_text=request.on_text if count == 1 else None,
-                        presence_penalty=self.sampling.presence_penalty,
-                        frequency_penalty=self.sampling.frequency_penalty,
+                        GenerateCall(
+                            messages=tuple(request.messages if request.messages is not None else self.problem),
+                            assistant_prefix=request.assistant_prefix,
+                            n=count,
+                            seeds=tuple(seeds),
+                            max_tokens=tokens,
+                            temperature=sampling.temperature if request.temperature is None else request.temperature,
+                            top_p=sampling.top_p,
+                            stop=tuple(sampling.stop if request.stop is None else request.stop),
+                            logprobs=request.logprobs or (request.shaped and self.shape.logprobs),
+                            shape=self.shape if request.shaped else NO_SHAPE,
+                            presence_penalty=sampling.presence_penalty,
+                            frequency_penalty=sampling.frequency_penalty,
+                        ),
+                        on_text=self._text_sink(request, count),
                         on_partial=self.budget.charge_partial,
                     )
                 )
@@ -246,6 +251,18 @@ class Context:
             if count < want:  # the budget shrank this call: nothing is left for more
                 break
         return chunks
+
+    def _text_sink(self, request: GenRequest, count: int) -> CandidateTextSink | None:
+        """Where the call's decoded text goes as it comes: the answer stream (one candidate)."""
+        answer = request.on_text
+        if answer is None or count != 1:
+            return None
+
+        async def to_answer(index: int, delta: str) -> None:
+            del index
+            await answer(delta)
+
+        return to_answer
 
     def _record(self, request: GenRequest, chunks: list[tuple[Generation, list[int]]]) -> list[Generated]:
         results: list[Generated] = []

@@ -10,7 +10,7 @@ from typing import Any
 from evaluation.datasets import Problem
 from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
 from services.gen.ttc.v1 import sandbox_pb2
-from services.search.interfaces import Candidate, Generation, Message, ProgramRun
+from services.search.interfaces import Candidate, GenerateCall, Generation, Message, ProgramRun
 from services.search.strategies import program as pot
 
 
@@ -21,12 +21,12 @@ class ScriptedPolicy:
         self.thoughts, self.programs = list(thoughts), list(programs)
         self.calls: list[dict[str, Any]] = []
 
-    async def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
-        self.calls.append({"messages": tuple(messages), **kw})
-        source = self.programs if pot.PROGRAM_INSTRUCTION in messages[-1].content else self.thoughts
-        texts = [source.pop(0) for _ in kw["seeds"]]
+    async def generate(self, call: GenerateCall, **kw: Any) -> Generation:
+        self.calls.append({**vars(call), **kw})
+        source = self.programs if pot.PROGRAM_INSTRUCTION in call.messages[-1].content else self.thoughts
+        texts = [source.pop(0) for _ in call.seeds]
         cands = tuple(
-            Candidate(t, "length" if t == "CUT" else "stop", 7, s) for t, s in zip(texts, kw["seeds"], strict=True)
+            Candidate(t, "length" if t == "CUT" else "stop", 7, s) for t, s in zip(texts, call.seeds, strict=True)
         )
         return Generation(cands, prompt_tokens=50, cached_tokens=10)
 

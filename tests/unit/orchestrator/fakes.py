@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from services.search.interfaces import (
     NO_SHAPE,
     Candidate,
+    CandidateTextSink,
     ComponentError,
+    GenerateCall,
     Generation,
     Message,
     PartialSink,
     ProgramRun,
     Shape,
-    TextSink,
     TokenLogprob,
     ToolCall,
     Verdict,
@@ -70,35 +71,25 @@ class ScriptedPolicy:
 
     async def generate(
         self,
-        messages: Sequence[Message],
+        request: GenerateCall,
         *,
-        assistant_prefix: str,
-        n: int,
-        seeds: Sequence[int],
-        max_tokens: int,
-        temperature: float,
-        top_p: float,
-        stop: Sequence[str],
-        logprobs: bool,
-        shape: Shape = NO_SHAPE,
-        on_text: TextSink | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
+        on_text: CandidateTextSink | None = None,
         on_partial: PartialSink | None = None,
     ) -> Generation:
-        del top_p, on_partial  # a scripted call is never cut short
+        del on_partial  # a scripted call is never cut short
+        shape, max_tokens, logprobs = request.shape, request.max_tokens, request.logprobs
         call = PolicyCall(
-            tuple(messages),
-            assistant_prefix,
-            n,
-            tuple(seeds),
+            request.messages,
+            request.assistant_prefix,
+            request.n,
+            request.seeds,
             max_tokens,
-            temperature,
-            tuple(stop),
+            request.temperature,
+            request.stop,
             logprobs,
             shape,
             on_text is not None,
-            (presence_penalty, frequency_penalty),
+            (request.presence_penalty, request.frequency_penalty),
         )
         self.calls.append(call)
         if self.fail_on_call == len(self.calls):
@@ -106,7 +97,7 @@ class ScriptedPolicy:
         if self.empty_on_call == len(self.calls):
             return Generation(candidates=(), prompt_tokens=10)
         candidates = []
-        for i, seed in enumerate(seeds):
+        for i, seed in enumerate(request.seeds):
             text, finish = truncate(self.respond(call, i, seed), max_tokens)
             calls: tuple[ToolCall, ...] = ()
             if text.startswith(CALLS_MARK) and shape.tools is not None:  # the engine parses calls
@@ -117,9 +108,9 @@ class ScriptedPolicy:
             tokens = tuple(TokenLogprob(w, lp) for w, lp in zip(text.split(), lps, strict=False)) if logprobs else ()
             if on_text is not None:  # stream word by word, as an engine streams tokens
                 for k, word in enumerate(text.split(" ")):
-                    await on_text(word if k == 0 else " " + word)
+                    await on_text(i, word if k == 0 else " " + word)
             candidates.append(Candidate(text, finish, words(text), seed, lps, calls, tokens))  # type: ignore[arg-type]
-        return Generation(tuple(candidates), prompt_tokens=10 + words(assistant_prefix))
+        return Generation(tuple(candidates), prompt_tokens=10 + words(request.assistant_prefix))
 
 
 def answers_by_seed(answers: Sequence[str]) -> Respond:

@@ -17,7 +17,7 @@ from services.gen.ttc.v1 import (
     verifier_pb2_grpc,
 )
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
-from services.search.interfaces import Message, VerifyCall
+from services.search.interfaces import GenerateCall, Message, VerifyCall
 from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 
@@ -100,17 +100,7 @@ async def test_adapters_map_requests_and_responses(services: tuple[FakePolicy, F
 async def test_raw_prompt_and_code_spec(services: tuple[FakePolicy, FakeVerifier, str]) -> None:
     fake_policy, fake_verifier, target = services
     async with insecure_channel(target) as channel:
-        await GrpcPolicy(channel).generate(
-            [Message("raw", "1+1=")],
-            assistant_prefix="",
-            n=1,
-            seeds=[5],
-            max_tokens=4,
-            temperature=0.0,
-            top_p=1.0,
-            stop=[],
-            logprobs=False,
-        )
+        await GrpcPolicy(channel).generate(GenerateCall((Message("raw", "1+1="),), n=1, seeds=(5,), max_tokens=4))
         await GrpcVerifier(channel).verify(
             VerifyCall(
                 "code_tests", (Message("user", "f"),), ("code",), code={"tests": [{"name": "t1"}], "entryPoint": "f"}

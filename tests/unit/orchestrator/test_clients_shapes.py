@@ -15,7 +15,7 @@ from services.common.targets import parse_targets
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.settings import OrchestratorSettings
-from services.search.interfaces import Constraint, Message, Shape, Tool, ToolCall, Tools
+from services.search.interfaces import Constraint, GenerateCall, Message, Shape, Tool, ToolCall, Tools
 from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedVerifier, contains
@@ -90,9 +90,8 @@ async def test_shape_and_history_go_out_and_calls_come_back(served: tuple[ToolPo
     ]
     async with insecure_channel(target) as channel:
         generation = await GrpcPolicy(channel, "qwen").generate(
-            history, assistant_prefix="", n=2, seeds=[1, 2], max_tokens=32, temperature=0.5, top_p=1.0,
-            stop=[], logprobs=True, shape=shape,
-        )  # fmt: skip
+            GenerateCall(tuple(history), n=2, seeds=(1, 2), max_tokens=32, temperature=0.5, logprobs=True, shape=shape)
+        )
     request = fake.requests[0]
     assert [t.name for t in request.input.tools.tools] == ["get_time"] and request.input.tools.choice == "required"
     assert request.input.tools.tools[0].strict and not request.input.tools.parallel
@@ -112,9 +111,8 @@ async def test_constraint_goes_into_sampling(served: tuple[ToolPolicy, str]) -> 
     async with insecure_channel(target) as channel:
         for constraint in (Constraint(json_schema=schema), Constraint(json_object=True)):
             await GrpcPolicy(channel).generate(
-                [Message("user", "x")], assistant_prefix="", n=1, seeds=[1], max_tokens=8, temperature=0.0,
-                top_p=1.0, stop=[], logprobs=False, shape=Shape(constraint=constraint),
-            )  # fmt: skip
+                GenerateCall((Message("user", "x"),), n=1, seeds=(1,), max_tokens=8, shape=Shape(constraint=constraint))
+            )
     assert fake.requests[0].sampling.constraint.json_schema == schema
     assert fake.requests[1].sampling.constraint.json_object
 

@@ -9,7 +9,7 @@ whose call is cut off by the job's deadline reports those tokens in its ``budget
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -18,7 +18,7 @@ import pytest
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
-from services.search.interfaces import Candidate, ComponentError, Generation, Message, PartialSink, Policy
+from services.search.interfaces import Candidate, ComponentError, GenerateCall, Generation, Message, PartialSink, Policy
 from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
@@ -65,13 +65,11 @@ async def served() -> AsyncIterator[tuple[StallingPolicy, str]]:
 
 
 async def _streamed(policy: GrpcPolicy, on_partial: PartialSink, **kw: Any) -> Generation:
-    async def sink(delta: str) -> None:
-        del delta
+    async def sink(index: int, delta: str) -> None:
+        del index, delta
 
-    return await policy.generate(
-        [Message("user", "count")], assistant_prefix="", n=1, seeds=[1], max_tokens=100, temperature=0.0,
-        top_p=1.0, stop=[], logprobs=False, on_text=sink, on_partial=on_partial, **kw,
-    )  # fmt: skip
+    call = GenerateCall((Message("user", "count"),), n=1, seeds=(1,), max_tokens=100, **kw)
+    return await policy.generate(call, on_text=sink, on_partial=on_partial)
 
 
 async def _chunks_sent(fake: StallingPolicy) -> None:
@@ -109,9 +107,10 @@ async def test_penalties_go_into_the_sampling_params(served: tuple[StallingPolic
     fake, target = served
     async with insecure_channel(target) as channel:
         await GrpcPolicy(channel).generate(
-            [Message("user", "x")], assistant_prefix="", n=1, seeds=[1], max_tokens=8, temperature=0.0,
-            top_p=1.0, stop=[], logprobs=False, presence_penalty=0.5, frequency_penalty=-1.25,
-        )  # fmt: skip
+            GenerateCall(
+                (Message("user", "x"),), n=1, seeds=(1,), max_tokens=8, presence_penalty=0.5, frequency_penalty=-1.25
+            )
+        )
     sampling = fake.requests[0].sampling
     assert (sampling.presence_penalty, sampling.frequency_penalty) == (0.5, -1.25)
 
@@ -119,7 +118,7 @@ async def test_penalties_go_into_the_sampling_params(served: tuple[StallingPolic
 class CutOff:
     """A policy whose call had been sent ``SENT`` tokens when the deadline cut it off."""
 
-    async def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
+    async def generate(self, call: GenerateCall, **kw: Any) -> Generation:
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:

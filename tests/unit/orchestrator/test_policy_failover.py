@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.common.grpc_client import insecure_channel
 from services.orchestrator.clients import GrpcPolicy
-from services.search.interfaces import Message
+from services.search.interfaces import GenerateCall, Message
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.test_clients import FakePolicy, FakeVerifier, services
 
@@ -12,17 +12,7 @@ __all__ = ["services"]
 
 
 async def generate(policy: GrpcPolicy) -> int:
-    gen = await policy.generate(
-        [Message("user", "What is 6*7?")],
-        assistant_prefix="",
-        n=1,
-        seeds=[1],
-        max_tokens=8,
-        temperature=0.0,
-        top_p=1.0,
-        stop=[],
-        logprobs=False,
-    )
+    gen = await policy.generate(GenerateCall((Message("user", "What is 6*7?"),), n=1, seeds=(1,), max_tokens=8))
     return len(gen.candidates)
 
 

@@ -14,7 +14,7 @@ from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.retry import BROKEN, REFUSED, Attempts, Backoff, reason_of
-from services.search.interfaces import ComponentError, Generation, Message, TextSink
+from services.search.interfaces import CandidateTextSink, ComponentError, GenerateCall, Generation, Message
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.test_clients import FakePolicy
 
@@ -49,18 +49,9 @@ async def test_attempts_retry_only_unavailable_and_stop_before_the_horizon() -> 
     assert reason_of(_Err(grpc.StatusCode.UNAVAILABLE, "Socket closed")) == BROKEN
 
 
-def _ask(policy: GrpcPolicy, on_text: TextSink | None = None) -> Coroutine[Any, Any, Generation]:
+def _ask(policy: GrpcPolicy, on_text: CandidateTextSink | None = None) -> Coroutine[Any, Any, Generation]:
     return policy.generate(
-        [Message("user", "What is 6*7?")],
-        assistant_prefix="",
-        n=1,
-        seeds=[1],
-        max_tokens=8,
-        temperature=0.0,
-        top_p=1.0,
-        stop=[],
-        logprobs=False,
-        on_text=on_text,
+        GenerateCall((Message("user", "What is 6*7?"),), n=1, seeds=(1,), max_tokens=8), on_text=on_text
     )
 
 
@@ -130,8 +121,9 @@ async def test_a_stream_is_retried_before_its_first_chunk_and_never_after(cut: b
     texts: list[str] = []
     reasons: list[str] = []
 
-    async def on_text(delta: str) -> None:
+    async def on_text(index: int, delta: str) -> None:
         texts.append(delta)
+        assert index == 0
 
     try:
         async with insecure_channel(f"127.0.0.1:{port}") as channel:
