@@ -1,0 +1,461 @@
+"""Fit and measure the calibrated confidence (``services/common/confidence.py``) on candidate pools.
+
+Training rows come from replaying configurations on each problem's pool, as the pricing does
+(:mod:`evaluation.pricing`: the same configurations, the same ``n``-subsets drawn by the same
+seeded generator), but keeping what the search would know at its end: the
+:class:`~services.common.confidence.ConfidenceSignals` of the answer it chose, and whether that
+answer is right. Every replay of one (problem, configuration) weighs ``1 / replays``, so each
+configuration counts once per problem; bootstrap intervals resample problems, never rows (the
+rows of one problem are not independent).
+
+Splits: the calibrator is fitted on calibration pools and measured on held-out pools. While no
+held-out pool has been drawn, both commands use a disjoint split of the calibration problems by
+a hash of their id instead, and every output says so (``evaluation``: ``"disjoint split"``):
+that is not the issue's held-out measurement.
+
+``python -m evaluation.confidence fit`` writes ``services/common/confidence.v1.json``;
+``... report`` writes ``docs/data/confidence/report.json``, the per-row predictions
+(``predictions.jsonl``) and the reliability diagram (``reliability.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluation.pools import Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools
+from evaluation.pricing import DEFAULT_LIMIT, Ballot, Config, subsets, winner
+from evaluation.pricing_table import default_configs, judges_in
+from services.common.confidence import (
+    DEFAULT_PATH,
+    Calibrator,
+    ConfidenceSignals,
+    ModelKind,
+    Row,
+    brier,
+    expected_calibration_error,
+    fit,
+    log_loss,
+)
+
+POOLS = Path("docs/data/calibration/pools/qwen2.5-coder-0.5b")
+OUT = Path("docs/data/confidence")
+KINDS: tuple[ModelKind, ...] = ("shrunk", "platt", "isotonic", "logistic")
+REPLAYED = ("cot_greedy", "code_greedy", "sc", "code_vote", "pot", "bon", "wvote")
+FOLDS = 5
+BOOTSTRAP = 1000
+TEST_SHARE = 0.4  # of calibration problems, for the disjoint split while no held-out pool exists
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replayed run of a configuration on a problem: its signals, whether it was right."""
+
+    problem: str
+    config: str
+    signals: ConfidenceSignals
+    correct: bool
+
+
+def family_of(config: Config) -> str:
+    if config.family == "pot":
+        return "hybrid" if config.cot > 0 else "pot"
+    return config.family
+
+
+def confidence_configs(pools: Sequence[ProblemPool]) -> list[Config]:
+    """The pricing's configurations that end in one answer with a vote to read (no oracle
+    ``code_pass``; no early stopping yet: that needs the stopping rule's replay)."""
+    k = max((len(d.sampled) for p in pools for d in p.draws.values()), default=0)
+    return [c for c in default_configs(k, judges_in(pools)) if c.family in REPLAYED and not c.early_stop]
+
+
+def _signals(config: Config, ballots: Sequence[Ballot], chosen: Ballot | None, **extra: Any) -> ConfidenceSignals:
+    total = sum(b.weight for b in ballots)
+    share = 0.0 if chosen is None or total <= 0 else sum(b.weight for b in ballots if b.key == chosen.key) / total
+    return ConfidenceSignals(
+        config=family_of(config),
+        vote_share=share,
+        votes=len(ballots),
+        distinct=len({b.key for b in ballots if b.key}),
+        abstained=sum(1 for b in ballots if not b.key),
+        **extra,
+    )
+
+
+def _ballot(c: PoolCandidate, weight: float = 1.0) -> Ballot:
+    return Ballot(c.key, weight, bool(c.correct), c.mean_logprob)
+
+
+def replays(pool: ProblemPool, config: Config, *, seed: int = 0, limit: int = DEFAULT_LIMIT) -> list[Replay]:
+    """Every replay of ``config`` on ``pool`` (none when it does not apply), drawing the subsets
+    exactly as :meth:`evaluation.pricing.Pricer.outcomes` does, so the mean of ``correct`` is the
+    pricing's accuracy estimate."""
+    if not config.applies(pool) or config.early_stop:
+        return []
+    rng = random.Random(f"{seed}:{pool.id}:{config.name}")
+    return [Replay(pool.id, config.name, s, r) for s, r in _runs(pool, config, rng, limit)]
+
+
+def _runs(
+    pool: ProblemPool, config: Config, rng: random.Random, limit: int
+) -> Iterator[tuple[ConfidenceSignals, bool]]:
+    f = config.family
+    if f in ("cot_greedy", "code_greedy"):
+        draw = pool.draws["code" if f == "code_greedy" else "cot"]
+        greedy = draw.greedy
+        ballots = [] if greedy is None else [_ballot(greedy)]
+        chosen = winner(ballots)
+        yield _signals(config, ballots, chosen), chosen is not None and chosen.correct
+        return
+    if f in ("sc", "code_vote", "bon", "wvote"):
+        draw = pool.draws["code" if f.startswith("code") else "cot"]
+        for idx in subsets(len(draw.sampled), config.n, rng, limit):
+            yield _sampled(config, [draw.sampled[i] for i in idx])
+        return
+    yield from _pot(pool, config, rng, limit)
+
+
+def _sampled(config: Config, drawn: list[PoolCandidate]) -> tuple[ConfidenceSignals, bool]:
+    if config.family == "bon":
+        best = max(drawn, key=lambda c: (c.scores[config.judge], -drawn.index(c)))
+        ballots = [_ballot(c) for c in drawn]
+        chosen = next(b for b in ballots if b.key == best.key) if best.key else None
+        signals = _signals(config, ballots, chosen, judge_score=best.scores[config.judge])
+        return signals, bool(best.correct)
+    weights = [c.scores[config.judge] if config.family == "wvote" else 1.0 for c in drawn]
+    ballots = [_ballot(c, w) for c, w in zip(drawn, weights, strict=True)]
+    chosen = winner(ballots, logprob_ties=config.family == "sc")
+    judge = None
+    if config.family == "wvote" and chosen is not None:
+        judged = [c.scores[config.judge] for c in drawn if c.key == chosen.key]
+        judge = sum(judged) / len(judged)
+    return _signals(config, ballots, chosen, judge_score=judge), chosen is not None and chosen.correct
+
+
+def _pot(pool: ProblemPool, config: Config, rng: random.Random, limit: int) -> Iterator[tuple[ConfidenceSignals, bool]]:
+    """Program-of-thought and the hybrid as ``Pricer._pot`` draws them (same subsets, same rng
+    order), without early stopping: every program and chain of thought of the run votes."""
+    programs, cots = pool.draws["program"], pool.draws["cot"]
+    sampled, cot_sampled = programs.sampled, cots.sampled
+    program_sets = list(subsets(len(sampled), config.n - 1, rng, limit))
+    cot_sets = list(subsets(len(cot_sampled), config.cot, rng, limit))
+    if len(program_sets) * len(cot_sets) <= limit:
+        pairs = [(p, c) for p in program_sets for c in cot_sets]
+    else:
+        pairs = [(rng.choice(program_sets), rng.choice(cot_sets)) for _ in range(limit)]
+    for p_idx, c_idx in pairs:
+        order = ([programs.greedy] if programs.greedy is not None else []) + [sampled[i] for i in p_idx]
+        yield _pot_run(cots, order, [cot_sampled[i] for i in c_idx], config)
+
+
+def _pot_run(cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
+             config: Config) -> tuple[ConfidenceSignals, bool]:  # fmt: skip
+    program_ballots = [_ballot(c) for c in order]
+    thought_ballots = [_ballot(c, config.cot_weight) for c in thoughts]
+    ballots = program_ballots + thought_ballots
+    agree: bool | None = None
+    if not any(b.key for b in ballots) and config.cot == 0 and cots.greedy is not None:
+        # No program answered: the greedy chain of thought answers alone. Its share is its own
+        # (1.0 when it has an answer); the abstaining programs still count as votes and abstentions.
+        fallback = _ballot(cots.greedy, config.cot_weight)
+        chosen = winner([fallback])
+        signals = _signals(config, [fallback], chosen)
+        signals = replace(signals, votes=len(ballots) + 1, abstained=signals.abstained + len(ballots))
+        return signals, chosen is not None and chosen.correct
+    if thought_ballots:
+        p_win, t_win = winner(program_ballots), winner(thought_ballots)
+        if p_win is not None and t_win is not None:
+            agree = p_win.key == t_win.key
+    chosen = winner(ballots)
+    return _signals(config, ballots, chosen, programs_agree=agree), chosen is not None and chosen.correct
+
+
+# ------------------------------------------------------------------------------------ rows
+@dataclass(frozen=True)
+class Weighted:
+    """Replays of one (problem, configuration) with identical signals and verdict, merged."""
+
+    problem: str
+    config: str
+    signals: ConfidenceSignals
+    correct: bool
+    weight: float
+
+
+def rows_of(pools: Sequence[ProblemPool], configs: Sequence[Config], *, seed: int = 0) -> list[Weighted]:
+    """Every configuration's replays on every pool, each (problem, configuration) weighing 1."""
+    out: list[Weighted] = []
+    for pool in pools:
+        for config in configs:
+            runs = replays(pool, config, seed=seed)
+            merged: dict[tuple[ConfidenceSignals, bool], float] = {}
+            for r in runs:
+                merged[(r.signals, r.correct)] = merged.get((r.signals, r.correct), 0.0) + 1.0 / len(runs)
+            out += [Weighted(pool.id, config.name, s, c, w) for (s, c), w in merged.items()]
+    return out
+
+
+def as_rows(rows: Sequence[Weighted]) -> list[Row]:
+    """Rows for :func:`services.common.confidence.fit`, identical ones merged (a fit over a few
+    thousand rows instead of tens of thousands: the pure-Python Newton steps stay fast)."""
+    merged: dict[tuple[ConfidenceSignals, bool], float] = {}
+    for r in rows:
+        merged[(r.signals, r.correct)] = merged.get((r.signals, r.correct), 0.0) + r.weight
+    return [(s, c, w) for (s, c), w in merged.items()]
+
+
+def bucket(problem: str, salt: str = "confidence") -> float:
+    digest = hashlib.sha256(f"{salt}:{problem}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+# ------------------------------------------------------------------------------------ splits
+@dataclass(frozen=True)
+class Split:
+    train: list[ProblemPool]
+    test: list[ProblemPool]
+    evaluation: str  # "held-out" or "disjoint split"
+    chunks: list[str]
+
+
+def load_split(directory: Path = POOLS) -> Split:
+    """Calibration pools to fit, held-out pools to measure; while there are no held-out pools,
+    a disjoint hash split of the calibration problems (``TEST_SHARE`` of them measured)."""
+    chunks = list(iter_chunks(directory))
+    latest = latest_pools(chunks)
+    pools = [p for p, _ in latest.values()]
+    names = sorted({c.path.name for _, c in latest.values()})
+    calibration = [p for p in pools if p.split == "calibration"]
+    heldout = [p for p in pools if p.split == "heldout"]
+    if heldout:
+        return Split(calibration, heldout, "held-out", names)
+    train = [p for p in calibration if bucket(p.id) >= TEST_SHARE]
+    test = [p for p in calibration if bucket(p.id) < TEST_SHARE]
+    return Split(train, test, "disjoint split", names)
+
+
+# ------------------------------------------------------------------------------------ selection
+def cross_validate(rows: Sequence[Weighted], kinds: Sequence[ModelKind] = KINDS,
+                   folds: int = FOLDS) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Grouped (by problem) k-fold log loss, Brier and ECE of each model kind on ``rows``."""
+    problems = sorted({r.problem for r in rows})
+    fold_of = {p: int(bucket(p, "fold") * folds) for p in problems}
+    result: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        probs: list[float] = []
+        right: list[bool] = []
+        weights: list[float] = []
+        for k in range(folds):
+            train = [r for r in rows if fold_of[r.problem] != k]
+            test = [r for r in rows if fold_of[r.problem] == k]
+            if not train or not test:
+                continue
+            model = fit(as_rows(train), kind)
+            probs += [model.probability(r.signals) for r in test]
+            right += [r.correct for r in test]
+            weights += [r.weight for r in test]
+        result[kind] = {
+            "log_loss": log_loss(probs, right, weights),
+            "brier": brier(probs, right, weights),
+            "ece": expected_calibration_error(probs, right, weights),
+        }
+    return result
+
+
+def choose(cv: dict[str, dict[str, float]]) -> ModelKind:
+    best = min(cv, key=lambda k: cv[k]["log_loss"])
+    for kind in KINDS:
+        if kind == best:
+            return kind
+    raise ValueError(best)
+
+
+def git_describe() -> str:
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def fit_model(split: Split) -> tuple[Calibrator, dict[str, dict[str, float]], list[Weighted]]:
+    configs = confidence_configs(split.train + split.test)
+    rows = rows_of(split.train, configs)
+    if not rows:
+        raise SystemExit("no calibration pools to fit on")
+    cv = cross_validate(rows)
+    kind = choose(cv)
+    provenance = {
+        "fitted_on": "calibration problems"
+        + (" (train part of a disjoint split)" if split.evaluation != "held-out" else ""),
+        "problems": len(split.train),
+        "problem_ids_sha256": hashlib.sha256("\n".join(sorted(p.id for p in split.train)).encode()).hexdigest(),
+        "chunks": split.chunks,
+        "configs": [c.name for c in configs],
+        "selection": "grouped 5-fold log loss",
+        "cross_validation": cv,
+        "git_describe": git_describe(),
+        "pools": str(POOLS),
+    }
+    return fit(as_rows(rows), kind, provenance=provenance), cv, rows
+
+
+# ------------------------------------------------------------------------------------ report
+def metrics(rows: Sequence[Weighted], probs: Sequence[float]) -> dict[str, float]:
+    right = [r.correct for r in rows]
+    weights = [r.weight for r in rows]
+    return {
+        "ece": expected_calibration_error(probs, right, weights),
+        "brier": brier(probs, right, weights),
+        "log_loss": log_loss(probs, right, weights),
+        "accuracy": sum(w for r, w in zip(right, weights, strict=True) if r) / sum(weights),
+        "mean_confidence": sum(p * w for p, w in zip(probs, weights, strict=True)) / sum(weights),
+    }
+
+
+def bootstrap(rows: Sequence[Weighted], probs: Sequence[float], *, seed: int = 0,
+              resamples: int = BOOTSTRAP) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """95% percentile intervals of each metric, resampling problems with replacement."""
+    by_problem: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_problem.setdefault(r.problem, []).append(i)
+    groups = list(by_problem.values())
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {}
+    for _ in range(resamples):
+        picked = [i for g in rng.integers(0, len(groups), size=len(groups)) for i in groups[int(g)]]
+        m = metrics([rows[i] for i in picked], [probs[i] for i in picked])
+        for name, value in m.items():
+            samples.setdefault(name, []).append(value)
+    return {k: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) for k, v in samples.items()}
+
+
+def reliability(rows: Sequence[Weighted], probs: Sequence[float], bins: int = 10) -> list[dict[str, float]]:
+    out = []
+    for b in range(bins):
+        members = [(p, r) for p, r in zip(probs, rows, strict=True) if min(bins - 1, int(p * bins)) == b]
+        w = sum(r.weight for _, r in members)
+        out.append({
+            "low": b / bins,
+            "high": (b + 1) / bins,
+            "weight": w,
+            "problems": len({r.problem for _, r in members}),
+            "mean_confidence": sum(p * r.weight for p, r in members) / w if w else math.nan,
+            "accuracy": sum(r.weight for _, r in members if r.correct) / w if w else math.nan,
+        })  # fmt: skip
+    return out
+
+
+def plot(diagram: list[dict[str, float]], raw: list[dict[str, float]], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(5, 6), height_ratios=(3, 1), sharex=True)
+    top.plot([0, 1], [0, 1], ls="--", c="grey", lw=1, label="perfect")
+    for data, label, style in ((raw, "raw vote share", "s:"), (diagram, "calibrated", "o-")):
+        xs = [d["mean_confidence"] for d in data if d["weight"] > 0]
+        ys = [d["accuracy"] for d in data if d["weight"] > 0]
+        top.plot(xs, ys, style, label=label)
+    top.set_ylabel("accuracy")
+    top.set_title(title, fontsize=9)
+    top.legend(loc="upper left", fontsize=8)
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1)
+    bottom.bar([d["low"] + 0.05 for d in diagram], [d["weight"] for d in diagram], width=0.09)
+    bottom.set_xlabel("confidence")
+    bottom.set_ylabel("weight")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
+    configs = confidence_configs(split.train + split.test)
+    rows = rows_of(split.test, configs)
+    if not rows:
+        raise SystemExit("no problems to report on")
+    probs = [model.probability(r.signals) for r in rows]
+    raw = [r.signals.vote_share for r in rows]
+    per_family: dict[str, dict[str, float]] = {}
+    for family in sorted({r.signals.family for r in rows}):
+        idx = [i for i, r in enumerate(rows) if r.signals.family == family]
+        per_family[family] = metrics([rows[i] for i in idx], [probs[i] for i in idx])
+    diagram = reliability(rows, probs)
+    result: dict[str, Any] = {
+        "evaluation": split.evaluation,
+        "note": (
+            "held-out pools"
+            if split.evaluation == "held-out"
+            else "no held-out pools drawn yet: a disjoint split of the calibration problems drawn so far "
+            "(by a hash of the id), NOT the issue's held-out measurement"
+        ),
+        "model": {"kind": model.kind, "families": list(model.families), "base_rate": model.base_rate},
+        "problems": {"fit": len(split.train), "measured": len(split.test)},
+        "measured_problem_ids": sorted(p.id for p in split.test),
+        "families_measured": sorted({p.family for p in split.test}),
+        "rows": len(rows),
+        "bins": 10,
+        "calibrated": metrics(rows, probs),
+        "calibrated_95": bootstrap(rows, probs),
+        "raw_vote_share": metrics(rows, raw),
+        "raw_vote_share_95": bootstrap(rows, raw),
+        "per_family": per_family,
+        "reliability": diagram,
+        "reliability_raw": reliability(rows, raw),
+        "cross_validation": dict(model.provenance.get("cross_validation", {})),
+        "chunks": split.chunks,
+        "git_describe": git_describe(),
+        "bootstrap": {"resamples": BOOTSTRAP, "unit": "problem"},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    with (out / "predictions.jsonl").open("w") as f:
+        for r, p in zip(rows, probs, strict=True):
+            f.write(json.dumps({"problem": r.problem, "config": r.config, "signals": asdict(r.signals),
+                                "confidence": round(p, 6), "correct": r.correct, "weight": round(r.weight, 6)},
+                               sort_keys=True) + "\n")  # fmt: skip
+    cal = result["calibrated"]
+    low, high = result["calibrated_95"]["ece"]
+    title = (f"{model.kind}, {split.evaluation}: {len(split.test)} problems; "
+             f"ECE {cal['ece']:.3f} [{low:.3f}, {high:.3f}]")  # fmt: skip
+    plot(diagram, result["reliability_raw"], title, out / "reliability.png")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.confidence", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=("fit", "report"))
+    parser.add_argument("--pools", type=Path, default=POOLS)
+    parser.add_argument("--model", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    split = load_split(args.pools)
+    if args.command == "fit":
+        model, cv, rows = fit_model(split)
+        model.save(args.model)
+        print(f"{args.model}: {model.kind} on {len(split.train)} problems ({len(rows)} rows); cv {json.dumps(cv)}")
+        return 0
+    model = Calibrator.load(args.model)
+    result = report(split, model, args.out)
+    cal, ci = result["calibrated"], result["calibrated_95"]
+    raw = result["raw_vote_share"]["ece"]
+    print(f"{result['evaluation']}: {len(split.test)} problems; ECE {cal['ece']:.3f} {ci['ece']}, "
+          f"Brier {cal['brier']:.3f} {ci['brier']}; raw vote share ECE {raw:.3f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

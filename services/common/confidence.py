@@ -1,0 +1,376 @@
+"""A calibrated confidence for an answer: the probability that it is right (``ttc.confidence``).
+
+Pure (no I/O beyond reading the model's JSON, no numpy), so the gateway and the worker can both
+import it. A strategy already knows, when its search ends, how strongly its candidates agreed;
+:class:`ConfidenceSignals` carries that, and :class:`Calibrator` maps it to a probability with a
+model fitted offline on calibration pools (``evaluation/confidence.py``), stored as a versioned
+JSON file (``services/common/confidence.v1.json``).
+
+Models (``kind`` in the JSON; which one ships is chosen by grouped cross-validated log loss):
+
+- ``logistic``: one logistic regression over a few features of the signals
+  (:func:`features`) plus an intercept per configuration family;
+- ``platt``: per family, a logistic regression on the logit of the vote share alone;
+- ``isotonic``: per family, a monotone step function of the vote share (pool-adjacent-violators);
+- ``shrunk``: no fit beyond the base rate: :func:`shrunk_share`.
+
+Fallback, for a family the model was never fitted on (or no model at all): the raw vote share
+shrunk toward the fitted base rate as if the base rate were ``prior_votes`` extra votes,
+``(share * n + base_rate * prior_votes) / (n + prior_votes)``: one agreeing sample says little,
+eight agreeing samples say more, and nothing answers with certainty. Probabilities are always
+clipped to ``[CLIP, 1 - CLIP]``: a finite log loss, and no answer is ever reported certain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA = "ttc-confidence/v1"
+DEFAULT_PATH = Path(__file__).with_name("confidence.v1.json")
+CLIP = 0.005
+DEFAULT_BASE_RATE = 0.5
+DEFAULT_PRIOR_VOTES = 2.0
+ModelKind = Literal["logistic", "platt", "isotonic", "shrunk"]
+# The strategy (or pinned configuration) -> the family its confidence is fitted per. A strategy
+# not named here is looked up by its own name (and falls back when never fitted).
+STRATEGY_FAMILY: dict[str, str] = {
+    "single": "cot_greedy",
+    "greedy": "cot_greedy",
+    "self_consistency": "sc",
+    "program_of_thought": "pot",
+    "best_of_n": "bon",
+    "weighted_vote": "wvote",
+    "code_execution": "code_vote",
+}
+FEATURES: tuple[str, ...] = (
+    "logit_share",
+    "log_votes",
+    "distinct_frac",
+    "abstain_frac",
+    "agree",
+    "judge",
+    "difficulty",
+)
+
+
+@dataclass(frozen=True)
+class ConfidenceSignals:
+    """What a search knows about its answer when it ends.
+
+    ``vote_share``: the chosen answer's share of the vote weight (1.0 for a single answered
+    candidate, 0.0 when nothing answered). ``votes``: ballots counted (candidates drawn,
+    abstaining ones included). ``distinct``: distinct non-empty answers among them.
+    ``abstained``: ballots with no answer. ``programs_agree``: whether the programs' vote and
+    the chains of thought's vote chose the same answer (``None`` when the search had only one
+    kind). ``judge_score`` (0..1) and ``difficulty`` (0..1) when the search had them. ``config``:
+    the configuration family (:data:`STRATEGY_FAMILY` maps strategy names to it)."""
+
+    config: str
+    vote_share: float
+    votes: int = 1
+    distinct: int = 1
+    abstained: int = 0
+    programs_agree: bool | None = None
+    judge_score: float | None = None
+    difficulty: float | None = None
+
+    @property
+    def family(self) -> str:
+        return STRATEGY_FAMILY.get(self.config, self.config)
+
+
+def _logit(p: float) -> float:
+    p = min(1.0 - 0.02, max(0.02, p))
+    return math.log(p / (1.0 - p))
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def clip(p: float) -> float:
+    return min(1.0 - CLIP, max(CLIP, p))
+
+
+def features(s: ConfidenceSignals) -> list[float]:
+    """The logistic model's features, in :data:`FEATURES` order: the vote share's logit, the log of
+    the votes, the share of distinct answers and of abstentions, program/thought agreement
+    (+1, -1, 0 unknown), the judge's score and the difficulty centred at 0.5 (0 when unknown)."""
+    n = max(1, s.votes)
+    agree = 0.0 if s.programs_agree is None else (1.0 if s.programs_agree else -1.0)
+    return [
+        _logit(s.vote_share),
+        math.log(n),
+        s.distinct / n,
+        s.abstained / n,
+        agree,
+        0.0 if s.judge_score is None else s.judge_score - 0.5,
+        0.0 if s.difficulty is None else s.difficulty - 0.5,
+    ]
+
+
+def shrunk_share(s: ConfidenceSignals, base_rate: float, prior_votes: float) -> float:
+    """The fallback: the vote share shrunk toward ``base_rate`` by ``prior_votes`` pseudo-votes."""
+    n = max(1, s.votes)
+    return clip((s.vote_share * n + base_rate * prior_votes) / (n + prior_votes))
+
+
+# ------------------------------------------------------------------------------------ models
+@dataclass(frozen=True)
+class Isotonic:
+    """A monotone step function: ``values[i]`` for ``x`` in ``[edges[i], edges[i + 1])``."""
+
+    edges: tuple[float, ...]
+    values: tuple[float, ...]
+
+    def __call__(self, x: float) -> float:
+        out = self.values[0]
+        for edge, value in zip(self.edges, self.values, strict=True):
+            if x >= edge:
+                out = value
+        return out
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """A fitted map from :class:`ConfidenceSignals` to the probability that the answer is right.
+
+    ``coefficients``: for ``logistic``, ``{"features": [...], "family:<name>": [intercept]}``;
+    for ``platt``, ``{"<family>": [a, b]}`` (p = sigmoid(a * logit(share) + b)). ``isotonic``:
+    per family its step function. ``families``: the families fitted; any other falls back."""
+
+    kind: ModelKind = "shrunk"
+    base_rate: float = DEFAULT_BASE_RATE
+    prior_votes: float = DEFAULT_PRIOR_VOTES
+    families: tuple[str, ...] = ()
+    coefficients: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    isotonic: Mapping[str, Isotonic] = field(default_factory=dict)
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def fitted(self, signals: ConfidenceSignals) -> bool:
+        return self.kind != "shrunk" and signals.family in self.families
+
+    def probability(self, signals: ConfidenceSignals) -> float:
+        """The probability the answer is right. Nothing answered: the clip floor. A family never
+        fitted: :func:`shrunk_share` toward the base rate."""
+        if signals.vote_share <= 0.0:
+            return CLIP
+        if not self.fitted(signals):
+            return shrunk_share(signals, self.base_rate, self.prior_votes)
+        family = signals.family
+        if self.kind == "logistic":
+            weights = self.coefficients["features"]
+            z = self.coefficients[f"family:{family}"][0]
+            z += sum(w * x for w, x in zip(weights, features(signals), strict=True))
+            return clip(_sigmoid(z))
+        if self.kind == "platt":
+            a, b = self.coefficients[family]
+            return clip(_sigmoid(a * _logit(signals.vote_share) + b))
+        return clip(self.isotonic[family](signals.vote_share))
+
+    # -------------------------------------------------------------------------------- JSON
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "kind": self.kind,
+            "base_rate": self.base_rate,
+            "prior_votes": self.prior_votes,
+            "clip": CLIP,
+            "features": list(FEATURES),
+            "families": list(self.families),
+            "coefficients": {k: list(v) for k, v in sorted(self.coefficients.items())},
+            "isotonic": {k: asdict(v) for k, v in sorted(self.isotonic.items())},
+            "provenance": dict(self.provenance),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibrator:
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"confidence model: schema {data.get('schema')!r}, expected {SCHEMA!r}")
+        if data.get("kind") == "logistic" and list(data.get("features", [])) != list(FEATURES):
+            raise ValueError(f"confidence model: features {data.get('features')} are not this code's {list(FEATURES)}")
+        kind = data["kind"]
+        if kind not in ("logistic", "platt", "isotonic", "shrunk"):
+            raise ValueError(f"confidence model: unknown kind {kind!r}")
+        return cls(
+            kind=kind,
+            base_rate=float(data["base_rate"]),
+            prior_votes=float(data["prior_votes"]),
+            families=tuple(data.get("families", ())),
+            coefficients={k: tuple(float(x) for x in v) for k, v in data.get("coefficients", {}).items()},
+            isotonic={
+                k: Isotonic(tuple(float(x) for x in v["edges"]), tuple(float(x) for x in v["values"]))
+                for k, v in data.get("isotonic", {}).items()
+            },
+            provenance=dict(data.get("provenance", {})),
+        )
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: Path = DEFAULT_PATH) -> Calibrator:
+        """The model at ``path``; the unfitted fallback (:func:`shrunk_share` toward 0.5) when
+        the file does not exist, so a checkout without a fitted model still answers."""
+        if not path.exists():
+            return cls()
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+# ------------------------------------------------------------------------------------ fitting
+Row = tuple[ConfidenceSignals, bool, float]  # signals, answer right, weight
+
+
+def fit_logistic(x: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float], l2: float = 1.0,
+                 penalize: Sequence[bool] | None = None, iterations: int = 50) -> list[float]:  # fmt: skip
+    """Weighted L2-penalised logistic regression by Newton's method (pure Python; a handful of
+    features). ``penalize[j]`` False leaves coefficient ``j`` (an intercept) unpenalised."""
+    d = len(x[0]) if x else 0
+    pen = [True] * d if penalize is None else list(penalize)
+    beta = [0.0] * d
+    for _ in range(iterations):
+        grad = [(-l2 * beta[j] if pen[j] else 0.0) for j in range(d)]
+        hess = [[(l2 if (i == j and pen[j]) else 0.0) for j in range(d)] for i in range(d)]
+        for row, target, weight in zip(x, y, w, strict=True):
+            p = _sigmoid(sum(b * v for b, v in zip(beta, row, strict=True)))
+            r = weight * (target - p)
+            h = weight * p * (1.0 - p)
+            for i in range(d):
+                grad[i] += r * row[i]
+                hi = h * row[i]
+                for j in range(i, d):
+                    hess[i][j] += hi * row[j]
+        for i in range(d):
+            for j in range(i):
+                hess[i][j] = hess[j][i]
+            hess[i][i] += 1e-9
+        step = _solve(hess, grad)
+        beta = [b + s for b, s in zip(beta, step, strict=True)]
+        if max((abs(s) for s in step), default=0.0) < 1e-8:
+            break
+    return beta
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (small dense systems)."""
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[pivot] = m[pivot], m[col]
+        if abs(m[col][col]) < 1e-15:
+            continue
+        for r in range(col + 1, n):
+            f = m[r][col] / m[col][col]
+            for c in range(col, n + 1):
+                m[r][c] -= f * m[col][c]
+    out = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        if abs(m[r][r]) < 1e-15:
+            continue
+        out[r] = (m[r][n] - sum(m[r][c] * out[c] for c in range(r + 1, n))) / m[r][r]
+    return out
+
+
+def fit_isotonic(xs: Sequence[float], ys: Sequence[float], ws: Sequence[float]) -> Isotonic:
+    """Weighted pool-adjacent-violators: the non-decreasing step function of least squared error."""
+    grouped: dict[float, list[float]] = {}  # x -> [weighted sum of y, weight]
+    for x, y, w in zip(xs, ys, ws, strict=True):
+        group = grouped.setdefault(x, [0.0, 0.0])
+        group[0] += y * w
+        group[1] += w
+    blocks: list[list[float]] = []  # [first x, weighted sum of y, weight]
+    for x in sorted(grouped):
+        if grouped[x][1] <= 0:
+            continue
+        blocks.append([x, *grouped[x]])
+        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] >= blocks[-1][1] / blocks[-1][2]:
+            last = blocks.pop()
+            blocks[-1][1] += last[1]
+            blocks[-1][2] += last[2]
+    if not blocks:
+        return Isotonic((0.0,), (DEFAULT_BASE_RATE,))
+    return Isotonic(tuple(b[0] for b in blocks), tuple(b[1] / b[2] for b in blocks))
+
+
+def base_rate(rows: Sequence[Row]) -> float:
+    total = sum(w for _, _, w in rows)
+    return sum(w for _, right, w in rows if right) / total if total > 0 else DEFAULT_BASE_RATE
+
+
+def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = 1.0, prior_votes: float = DEFAULT_PRIOR_VOTES,
+        provenance: Mapping[str, Any] | None = None) -> Calibrator:  # fmt: skip
+    """Fit a calibrator of ``kind`` on weighted rows. Rows where nothing answered are left out
+    (their probability is the floor by definition)."""
+    rows = [r for r in rows if r[0].vote_share > 0.0]
+    families = tuple(sorted({s.family for s, _, _ in rows}))
+    common = {
+        "kind": kind,
+        "base_rate": base_rate(rows),
+        "prior_votes": prior_votes,
+        "families": families if kind != "shrunk" else (),
+        "provenance": dict(provenance or {}),
+    }
+    if kind == "shrunk":
+        return Calibrator(**common)  # type: ignore[arg-type]
+    if kind == "logistic":
+        k = len(FEATURES)
+        x = [features(s) + [1.0 if s.family == f else 0.0 for f in families] for s, _, _ in rows]
+        beta = fit_logistic(x, [float(r) for _, r, _ in rows], [w for _, _, w in rows], l2,
+                            [True] * k + [False] * len(families))  # fmt: skip
+        coefficients: dict[str, Sequence[float]] = {"features": tuple(beta[:k])}
+        coefficients |= {f"family:{f}": (beta[k + i],) for i, f in enumerate(families)}
+        return Calibrator(coefficients=coefficients, **common)  # type: ignore[arg-type]
+    per: dict[str, list[Row]] = {f: [r for r in rows if r[0].family == f] for f in families}
+    if kind == "platt":
+        platt: dict[str, Sequence[float]] = {}
+        for f, part in per.items():
+            x = [[_logit(s.vote_share), 1.0] for s, _, _ in part]
+            platt[f] = tuple(
+                fit_logistic(x, [float(r) for _, r, _ in part], [w for _, _, w in part], l2, [True, False])
+            )
+        return Calibrator(coefficients=platt, **common)  # type: ignore[arg-type]
+    iso = {
+        f: fit_isotonic([s.vote_share for s, _, _ in part], [float(r) for _, r, _ in part], [w for _, _, w in part])
+        for f, part in per.items()
+    }
+    return Calibrator(isotonic=iso, **common)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------ metrics
+def expected_calibration_error(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None,
+                               bins: int = 10) -> float:  # fmt: skip
+    """ECE with ``bins`` equal-width bins over [0, 1] (the last bin includes 1.0): the
+    weight-averaged |mean confidence - accuracy| per bin."""
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    if total <= 0:
+        return 0.0
+    sums = [[0.0, 0.0, 0.0] for _ in range(bins)]  # weight, sum p, sum right
+    for p, r, wi in zip(probs, right, w, strict=True):
+        b = min(bins - 1, int(p * bins))
+        sums[b][0] += wi
+        sums[b][1] += wi * p
+        sums[b][2] += wi * float(r)
+    return sum(abs(sp - sr) for wb, sp, sr in sums if wb > 0) / total
+
+
+def brier(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    return sum(wi * (p - float(r)) ** 2 for p, r, wi in zip(probs, right, w, strict=True)) / total if total else 0.0
+
+
+def log_loss(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    loss = sum(-wi * math.log(clip(p) if r else 1.0 - clip(p)) for p, r, wi in zip(probs, right, w, strict=True))
+    return loss / total if total else 0.0

@@ -1,0 +1,164 @@
+"""The calibrated confidence: fitted probabilities match frequencies, ECE by hand, the JSON
+round trip, and the fallback for configurations never fitted."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from services.common.confidence import (
+    CLIP,
+    SCHEMA,
+    Calibrator,
+    ConfidenceSignals,
+    Row,
+    brier,
+    expected_calibration_error,
+    fit,
+    fit_isotonic,
+    log_loss,
+    shrunk_share,
+)
+
+SHARES = (0.25, 0.5, 0.75, 1.0)
+
+
+def synthetic(truth: dict[float, float], per_share: int = 800, family: str = "sc", votes: int = 4) -> list[Row]:
+    """Rows whose answers are right with probability ``truth[share]``, exactly in frequency."""
+    rows: list[Row] = []
+    for share, p in truth.items():
+        right = round(p * per_share)
+        distinct = max(1, round(1 / share))
+        s = ConfidenceSignals(family, share, votes=votes, distinct=min(votes, distinct))
+        rows += [(s, True, 1.0)] * right + [(s, False, 1.0)] * (per_share - right)
+    return rows
+
+
+def frequencies(rows: list[Row]) -> dict[ConfidenceSignals, float]:
+    seen: dict[ConfidenceSignals, list[bool]] = {}
+    for s, r, _ in rows:
+        seen.setdefault(s, []).append(r)
+    return {s: sum(v) / len(v) for s, v in seen.items()}
+
+
+@pytest.mark.parametrize("kind", ["isotonic", "logistic"])
+def test_fitted_probabilities_match_the_frequencies(kind: str) -> None:
+    rows = synthetic({0.25: 0.1, 0.5: 0.4, 0.75: 0.7, 1.0: 0.95})
+    model = fit(rows, kind)  # type: ignore[arg-type]
+    # Isotonic reproduces monotone frequencies exactly; the logistic model (with one intercept for
+    # the family and a slope per feature, all features functions of the share here) within 0.03.
+    tolerance = 1e-9 if kind == "isotonic" else 0.03
+    for s, freq in frequencies(rows).items():
+        assert model.probability(s) == pytest.approx(freq, abs=tolerance)
+
+
+def test_platt_recovers_a_logistic_truth() -> None:
+    a, b = 1.5, -0.5
+    truth = {}
+    for share in SHARES:
+        z = a * math.log(min(0.98, share) / (1 - min(0.98, share))) + b
+        truth[share] = 1 / (1 + math.exp(-z))
+    model = fit(synthetic(truth, per_share=4000), "platt")
+    fitted_a, fitted_b = model.coefficients["sc"]
+    assert fitted_a == pytest.approx(a, abs=0.05) and fitted_b == pytest.approx(b, abs=0.05)
+
+
+def test_calibration_beats_the_raw_share_when_the_share_is_overconfident() -> None:
+    rows = synthetic({0.25: 0.05, 0.5: 0.2, 0.75: 0.3, 1.0: 0.6})
+    raw = [s.vote_share for s, _, _ in rows]
+    fitted = fit(rows, "logistic")
+    calibrated = [fitted.probability(s) for s, _, _ in rows]
+    right = [r for _, r, _ in rows]
+    assert expected_calibration_error(calibrated, right) < 0.02 < 0.2 < expected_calibration_error(raw, right)
+    assert log_loss(calibrated, right) < log_loss(raw, right)
+
+
+def test_isotonic_pools_violators() -> None:
+    step = fit_isotonic([0.1, 0.2, 0.3, 0.4], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert step.values == (0.0, 0.5, 1.0) and step.edges == (0.1, 0.2, 0.4)
+    assert step(0.05) == 0.0 and step(0.35) == 0.5 and step(0.9) == 1.0
+
+
+def test_ece_on_a_hand_example() -> None:
+    probs = [0.15, 0.15, 0.85, 0.85, 0.85]
+    right = [False, True, True, True, False]
+    # bin [0.1, 0.2): confidence 0.15, accuracy 1/2, weight 2/5; bin [0.8, 0.9): 0.85 vs 2/3, 3/5.
+    expected = 2 / 5 * abs(0.15 - 0.5) + 3 / 5 * abs(0.85 - 2 / 3)
+    assert expected_calibration_error(probs, right) == pytest.approx(expected)
+    assert expected_calibration_error([1.0, 0.0], [True, False]) == 0.0  # 1.0 falls in the last bin
+    # Weights count like repeated rows.
+    assert expected_calibration_error([0.15, 0.85, 0.85], [True, True, False], [1.0, 2.0, 1.0]) == pytest.approx(
+        expected_calibration_error([0.15, 0.85, 0.85, 0.85], [True, True, True, False])
+    )
+    assert brier([1.0, 0.0, 0.5], [True, True, False]) == pytest.approx((0 + 1 + 0.25) / 3)
+
+
+@pytest.mark.parametrize("kind", ["shrunk", "platt", "isotonic", "logistic"])
+def test_json_round_trip_keeps_every_probability(kind: str, tmp_path: Path) -> None:
+    rows = synthetic({0.25: 0.1, 0.5: 0.4, 0.75: 0.7, 1.0: 0.95}) + synthetic({0.5: 0.6, 1.0: 0.9}, family="pot")
+    model = fit(rows, kind, provenance={"problems": 3})  # type: ignore[arg-type]
+    path = tmp_path / "confidence.v1.json"
+    model.save(path)
+    loaded = Calibrator.load(path)
+    assert loaded == model
+    probes = [
+        ConfidenceSignals(f, s, votes=v) for f in ("sc", "pot", "hybrid") for s in (0.3, 0.6, 1.0) for v in (1, 8)
+    ]
+    assert [loaded.probability(s) for s in probes] == [model.probability(s) for s in probes]
+    assert json.loads(path.read_text())["schema"] == SCHEMA
+
+
+def test_json_refuses_other_schemas_and_features(tmp_path: Path) -> None:
+    data = fit(synthetic({0.5: 0.5, 1.0: 0.9}), "logistic").to_dict()
+    with pytest.raises(ValueError, match="schema"):
+        Calibrator.from_dict({**data, "schema": "ttc-confidence/v0"})
+    with pytest.raises(ValueError, match="features"):
+        Calibrator.from_dict({**data, "features": ["logit_share"]})
+
+
+def test_a_configuration_never_fitted_falls_back_to_the_shrunk_share() -> None:
+    model = fit(synthetic({0.5: 0.2, 1.0: 0.3}), "logistic")
+    assert model.families == ("sc",)
+    unseen = ConfidenceSignals("beam_search", 1.0, votes=2)
+    assert not model.fitted(unseen)
+    expected = (1.0 * 2 + model.base_rate * model.prior_votes) / (2 + model.prior_votes)
+    assert model.probability(unseen) == pytest.approx(expected)
+    assert shrunk_share(ConfidenceSignals("x", 1.0, votes=2), 0.4, 2.0) == pytest.approx(0.7)
+    # More agreeing votes, more confidence; never certainty.
+    assert shrunk_share(ConfidenceSignals("x", 1.0, votes=8), 0.4, 2.0) > 0.7
+    assert shrunk_share(ConfidenceSignals("x", 1.0, votes=10**6), 0.4, 2.0) == 1 - CLIP
+
+
+def test_strategy_names_map_to_their_fitted_family() -> None:
+    model = fit(synthetic({0.5: 0.2, 1.0: 0.3}), "isotonic")
+    assert model.probability(ConfidenceSignals("self_consistency", 1.0, votes=4)) == pytest.approx(0.3)
+
+
+def test_nothing_answered_is_the_floor_and_a_missing_file_is_the_fallback(tmp_path: Path) -> None:
+    model = Calibrator.load(tmp_path / "absent.json")
+    assert model.kind == "shrunk" and model.base_rate == 0.5
+    assert model.probability(ConfidenceSignals("sc", 0.0, votes=4, distinct=0, abstained=4)) == CLIP
+    assert model.probability(ConfidenceSignals("sc", 1.0, votes=1)) == pytest.approx((1 + 1) / 3)
+
+
+def test_the_shipped_model_loads() -> None:
+    model = Calibrator.load()
+    p = model.probability(ConfidenceSignals("sc", 0.75, votes=4, distinct=2))
+    assert CLIP <= p <= 1 - CLIP
+
+
+def test_logistic_uses_agreement_between_programs_and_thoughts() -> None:
+    rng = random.Random(0)
+    rows: list[Row] = []
+    for _ in range(3000):
+        agree = rng.random() < 0.5
+        s = ConfidenceSignals("hybrid", 0.75, votes=6, distinct=2, programs_agree=agree)
+        rows.append((s, rng.random() < (0.9 if agree else 0.3), 1.0))
+    model = fit(rows, "logistic")
+    yes = model.probability(ConfidenceSignals("hybrid", 0.75, votes=6, distinct=2, programs_agree=True))
+    no = model.probability(ConfidenceSignals("hybrid", 0.75, votes=6, distinct=2, programs_agree=False))
+    assert yes == pytest.approx(0.9, abs=0.04) and no == pytest.approx(0.3, abs=0.04)
