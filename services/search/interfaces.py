@@ -13,52 +13,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+# The chat value types (services/common/chat.py), re-exported: strategies import them from here.
+from services.common.chat import Message as Message
+from services.common.chat import Tool as Tool
+from services.common.chat import ToolCall as ToolCall
+from services.common.chat import Tools as Tools
+
 FinishReason = Literal["stop", "length", "abort"]
 Aggregation = Literal["min", "product", "mean", "last"]
 AGGREGATIONS: tuple[str, ...] = ("min", "product", "mean", "last")
 # A legacy completions prompt travels as one message with this role; the policy adapter sends
 # it as raw text instead of applying the chat template.
 RAW_PROMPT_ROLE = "raw"
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call made by the model; ``arguments`` is JSON text (ttc.v1.ToolCall)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Message:
-    """A chat turn. Assistant turns may carry ``tool_calls``; tool turns answer the call
-    ``tool_call_id`` (of function ``name``)."""
-
-    role: str
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str = ""
-    name: str = ""
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A function the model may call; ``parameters_json`` is its arguments' JSON schema ("" = any object)."""
-
-    name: str
-    description: str = ""
-    parameters_json: str = ""
-    strict: bool = False
-
-
-@dataclass(frozen=True)
-class Tools:
-    """The job's tools (ttc.v1.ToolSpec): ``choice`` is auto, none, required or a tool's name."""
-
-    tools: tuple[Tool, ...] = ()
-    choice: str = "auto"
-    parallel: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,51 +14,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.common.tool_calls import ToolCall as ToolCall  # re-exported for the engines
+# The chat value types live once in services/common/chat.py; the engines know the tool types
+# by their engine-side names.
+from services.common.chat import Message as Message
+from services.common.chat import Tool, Tools
+from services.common.chat import ToolCall as ToolCall
+
+ToolDef = Tool
+ToolSpec = Tools
 
 FinishReason = Literal["stop", "length", "abort"]
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str
-    content: str
-    #: assistant turns: the calls the model made; tool turns: the call answered and its name
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str = ""
-    name: str = ""
-
-
-@dataclass(frozen=True)
-class ToolDef:
-    """A function the model may call; ``parameters_json`` is its arguments' JSON schema."""
-
-    name: str
-    description: str = ""
-    parameters_json: str = ""
-    strict: bool = False
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """The tools of a request and OpenAI's tool_choice: "auto", "none", "required" or the
-    name of one tool; ``parallel`` allows several calls in one turn."""
-
-    tools: tuple[ToolDef, ...]
-    choice: str = "auto"
-    parallel: bool = True
-
-    @property
-    def active(self) -> bool:
-        """Tools are rendered and calls parsed (any choice but "none")."""
-        return bool(self.tools) and self.choice != "none"
-
-    @property
-    def forced(self) -> tuple[ToolDef, ...]:
-        """The tools one of which must be called ("required" or a named tool), else ()."""
-        if self.choice == "required":
-            return self.tools
-        return tuple(t for t in self.tools if t.name == self.choice)
 
 
 @dataclass(frozen=True)
