@@ -274,11 +274,8 @@ def cross_validate(rows: Sequence[Weighted], kinds: Sequence[ModelKind] = KINDS,
 
 
 def choose(cv: dict[str, dict[str, float]]) -> ModelKind:
-    best = min(cv, key=lambda k: cv[k]["log_loss"])
-    for kind in KINDS:
-        if kind == best:
-            return kind
-    raise ValueError(best)
+    """The kind of lowest cross-validated log loss (ties: the simpler kind, earlier in ``KINDS``)."""
+    return min((k for k in KINDS if k in cv), key=lambda k: (round(cv[k]["log_loss"], 9), KINDS.index(k)))
 
 
 def git_describe() -> str:
@@ -432,7 +429,31 @@ def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
     title = (f"{model.kind}, {split.evaluation}: {len(split.test)} problems; "
              f"ECE {cal['ece']:.3f} [{low:.3f}, {high:.3f}]")  # fmt: skip
     plot(diagram, result["reliability_raw"], title, out / "reliability.png")
+    (out / "summary.md").write_text(summary(result))
     return result
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The measurement as the paragraph ``docs/confidence.md`` quotes (also ``summary.md``)."""
+    cal, ci, raw = result["calibrated"], result["calibrated_95"], result["raw_vote_share"]
+    rci = result["raw_vote_share_95"]
+    what = "held-out problems" if result["evaluation"] == "held-out" else (
+        "a disjoint split of the calibration problems drawn so far (not the issue's held-out measurement)"
+    )  # fmt: skip
+    lines = [
+        f"On {result['problems']['measured']} problems of {what}, fitted on {result['problems']['fit']} "
+        f"(model `{result['model']['kind']}`; families measured: {', '.join(result['families_measured'])}), "
+        f"{result['rows']} replayed (problem, configuration, signals) rows, 10 bins, 95% bootstrap intervals "
+        "over problems:",
+        "",
+        "| | ECE | Brier | log loss | accuracy | mean confidence |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, m, i in (("calibrated", cal, ci), ("raw vote share", raw, rci)):
+        cells = [f"{m[k]:.3f} [{i[k][0]:.3f}, {i[k][1]:.3f}]" for k in ("ece", "brier", "log_loss")]
+        lines.append(f"| {name} | {' | '.join(cells)} | {m['accuracy']:.3f} | {m['mean_confidence']:.3f} |")
+    lines += ["", f"Chunks: {', '.join(result['chunks'])}; code {result['git_describe']}."]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -451,6 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = Calibrator.load(args.model)
     result = report(split, model, args.out)
     cal, ci = result["calibrated"], result["calibrated_95"]
+    print(summary(result))
     raw = result["raw_vote_share"]["ece"]
     print(f"{result['evaluation']}: {len(split.test)} problems; ECE {cal['ece']:.3f} {ci['ece']}, "
           f"Brier {cal['brier']:.3f} {ci['brier']}; raw vote share ECE {raw:.3f}")  # fmt: skip
