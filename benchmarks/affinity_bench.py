@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from google.protobuf import struct_pb2  # noqa: E402
 
+from evaluation.provenance import provenance, write_raw  # noqa: E402
 from services.common.grpc_client import insecure_channel  # noqa: E402
 from services.common.replicas import ReplicaRouter  # noqa: E402
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
@@ -121,6 +122,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=6)
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
+    started = provenance(args.model)
     ports = [free_port(), free_port()]
     procs = [
         ServiceProcess(
@@ -157,6 +159,8 @@ def main() -> None:
     rr, aff = results["round_robin"]["hit_rate"], results["affinity"]["hit_rate"]
     print(f"affinity / round robin hit rate: {aff / rr if rr else float('inf'):.2f}x")
     print(f"load average (1 min) before {load_before:.2f}, after {load_after:.2f}; cores {os.cpu_count()}")
+    raw = {"args": vars(args), "sides": results}
+    print("raw results:", write_raw("affinity", raw, model=args.model, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

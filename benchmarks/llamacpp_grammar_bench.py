@@ -20,6 +20,7 @@ from typing import Any
 
 import llama_cpp
 
+from evaluation.provenance import provenance, write_raw
 from services.policy.engines import llamacpp_grammar as lg
 from services.policy.engines.base import Constraint, Message, Prompt, Sampling
 from services.policy.engines.llamacpp import LlamaCppEngine
@@ -61,6 +62,8 @@ def _mask_always(self: lg.CandidateSampler, ctx: Any, idx: int) -> int:
 
 
 async def run(model: str, rounds: int, n: int, max_tokens: int) -> None:
+    started = provenance(model)
+    raw: list[dict[str, Any]] = []
     engine = LlamaCppEngine(gguf_path(model, Path("models")), model, PolicySettings(model=model))
     prompt = Prompt(messages=(Message("user", "Invent a person. Reply in JSON with name, age and hobbies."),))
     constraint = Constraint("json_schema", json.dumps(SCHEMA))
@@ -83,6 +86,7 @@ async def run(model: str, rounds: int, n: int, max_tokens: int) -> None:
             elapsed = time.perf_counter() - start
             tokens = sum(c.completion_tokens for c in gen.completions)
             rates[mode].append(tokens / elapsed)
+            raw.append({"mode": mode, "tokens": tokens, "seconds": elapsed, **COUNTS})
             print(
                 f"{mode:12s} {tokens:4d} tokens {elapsed:6.2f} s {tokens / elapsed:6.1f} tok/s "
                 f"masked {COUNTS['masked']}/{COUNTS['draws']} draws"
@@ -93,6 +97,8 @@ async def run(model: str, rounds: int, n: int, max_tokens: int) -> None:
     for mode in ("grammar", "mask-always"):
         print(f"{mode}: {sum(rates[mode]) / rounds / free:.2f}x the free-text rate")
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    results = {"rounds": rounds, "n": n, "max_tokens": max_tokens, "runs": raw, "tok_s": rates}
+    print("raw results:", write_raw("llamacpp_grammar", results, model=model, started=started))
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluation.provenance import provenance, write_raw  # noqa: E402
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
 from services.policy.engines import create_engine  # noqa: E402
 from services.policy.engines.base import Engine, Message, Prompt, Sampling  # noqa: E402
@@ -211,7 +212,9 @@ def cli() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print one JSON object only")
     args = parser.parse_args()
+    started = provenance(args.model)
     result = asyncio.run(main(args))
+    path = write_raw("policy_bench", {"args": vars(args), **result}, model=args.model, started=started, argv=sys.argv)
     if args.json:
         print(json.dumps(result))
         return
@@ -222,6 +225,7 @@ def cli() -> None:
         f"(target >= 1.5x)\nRATIO gRPC service vs in-process engine: {result['grpc_overhead_pct']}% overhead "
         f"(target < 5%)"
     )
+    print(f"raw results: {path}")
 
 
 if __name__ == "__main__":

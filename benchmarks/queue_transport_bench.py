@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis.asyncio as aioredis
 from google.protobuf.struct_pb2 import Struct
 
+from evaluation.provenance import provenance, write_raw
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.celery_app import make_celery
@@ -405,6 +407,8 @@ def main() -> None:
 
     import uvloop  # the gateway's loop (uvicorn picks uvloop)
 
+    started = provenance(None)
+
     redis_server = RedisServer().start()
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs: dict[str, Path] = {}
@@ -435,6 +439,12 @@ def main() -> None:
     for path in logs.values():
         path.unlink(missing_ok=True)
     report(phases, len(search_job().SerializeToString()), (before, after))
+    results = {
+        "args": vars(args),
+        "payload_bytes": len(search_job().SerializeToString()),
+        "phases": [dataclasses.asdict(p) for p in phases],
+    }
+    print("raw results:", write_raw("queue_transport", results, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

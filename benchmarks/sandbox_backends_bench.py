@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sandbox_bench import bare, measure, p95
+from evaluation.provenance import provenance, write_raw
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import SandboxClient
 from services.sandbox.container_spec import ContainerConfig, create_options
@@ -67,6 +68,7 @@ def warm_container(api: Any, settings: SandboxSettings, uid: int) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     docker = __import__("docker")
+    started = provenance(None)
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     runtime = podman.LazyPodman()
     services: list[SandboxService] = []
@@ -154,6 +156,15 @@ async def run(args: argparse.Namespace) -> None:
                 f"{added:>8.1f} | {rate / base_rate:>10.3f} "
                 f"{statistics.median(lat) / statistics.median(base_lat):>9.1f}"
             )
+    raw = {
+        "args": vars(args),
+        "program": PROGRAM,
+        "rows": [
+            {"concurrency": c, "runs": n, "sides": {k: {"exec_s": r, "latency_s": lat} for k, (r, lat) in res.items()}}
+            for c, n, res in rows
+        ],
+    }
+    print("raw results:", write_raw("sandbox_backends", raw, started=started, argv=sys.argv))
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.provenance import provenance, write_raw
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.client import SandboxClient
 from services.sandbox.settings import SandboxSettings
@@ -67,6 +68,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side")
     parser.add_argument("--target", default="", help="an already running sandbox; default: start one")
     args = parser.parse_args()
+    started = provenance(None)
 
     service = None
     target = args.target
@@ -127,6 +129,22 @@ async def main() -> None:
             f"{p95(base_lat) * 1e3:>7.1f} | {box_rate:>14.1f} {statistics.median(box_lat) * 1e3:>7.1f} "
             f"{p95(box_lat) * 1e3:>7.1f} | {box_rate / base_rate:>10.2f} {p95(box_lat) / p95(base_lat):>9.2f}"
         )
+    raw = {
+        "args": vars(args),
+        "program": PROGRAM,
+        "rows": [
+            {
+                "concurrency": c,
+                "runs": n,
+                "bare_exec_s": br,
+                "bare_latency_s": bl,
+                "sandbox_exec_s": sr,
+                "sandbox_latency_s": sl,
+            }
+            for c, n, br, bl, sr, sl in rows
+        ],
+    }
+    print("raw results:", write_raw("sandbox", raw, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import grpc
@@ -35,6 +35,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.provenance import provenance, write_raw
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import ROOT, RedisServer
@@ -154,6 +155,7 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     efforts = args.efforts.split(",")
+    started = provenance(MODEL, engine=args.engine)
 
     # A SIGTERM (kill, timeout) unwinds through ``finally`` so the services started here stop too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -202,6 +204,14 @@ def main() -> None:
         ratio = full.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0
         verdict = "met" if ratio >= 0.9 else f"MISSED by {0.9 - ratio:.2f}"
         print(f"target: effort none, concurrency 8, stack >= 0.90 x direct: {ratio:.2f} ({verdict})")
+    raw = {
+        "args": vars(args),
+        "rows": [
+            {"concurrency": level, "effort": effort, "direct": asdict(base), "stack": asdict(full)}
+            for level, effort, base, full in rows
+        ],
+    }
+    print("raw results:", write_raw("throughput", raw, model=MODEL, started=started, argv=sys.argv))
 
 
 if __name__ == "__main__":

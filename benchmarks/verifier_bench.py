@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.provenance import provenance, write_raw
 from services.verifier.clients import GrpcPolicyScorer
 from services.verifier.judge import orm_prompt, problem_text
 from services.verifier.orm import OutcomeRewardModel
@@ -70,7 +71,7 @@ def row(name: str, seconds: list[float], spend: Spend) -> str:
     return f"{name:<28} {statistics.median(seconds):8.2f} s {spend.policy_calls:6d} calls {tokens:8d} tokens"
 
 
-async def run(target: str, n: int, steps: int, rounds: int) -> None:
+async def run(target: str, n: int, steps: int, rounds: int) -> dict[str, object]:
     settings = VerifierSettings()
     policy = GrpcPolicyScorer(target, timeout_s=600, concurrency=16)
 
@@ -129,6 +130,16 @@ async def run(target: str, n: int, steps: int, rounds: int) -> None:
     print(f"PRM tokens shared_prompt / prefix_prompts:     {tok(spends['shared']) / max(1, tok(spends['prefix'])):.2f}")
     print(f"ORM wall-clock concurrent / sequential:        {med['orm'] / med['orm_seq']:.2f}")
     print(f"PRM step-score |prefix_prompts - shared_prompt|: mean {statistics.mean(diffs):.3f}, max {max(diffs):.3f}")
+    return {
+        "candidates": n,
+        "steps": steps,
+        "rounds": rounds,
+        "wall_s": t,
+        "spend": {
+            k: {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens} for k, s in spends.items()
+        },
+        "step_score_abs_diffs": diffs,
+    }
 
 
 def main() -> None:
@@ -139,6 +150,7 @@ def main() -> None:
     parser.add_argument("--target", default="")
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args()
+    started = provenance(None if args.target else args.model)
     service = None
     target = args.target
     if not target:
@@ -157,7 +169,8 @@ def main() -> None:
         target = f"127.0.0.1:{port}"
         service.wait_until(lambda: grpc_healthy(target), 300)
     try:
-        asyncio.run(run(target, args.candidates, args.steps, args.rounds))
+        results = asyncio.run(run(target, args.candidates, args.steps, args.rounds))
+        print("raw results:", write_raw("verifier", results, model=args.model, started=started, argv=sys.argv))
     finally:
         if service is not None:
             service.stop()
