@@ -53,15 +53,16 @@ class GatewayMetrics:
         )
         self.ttft = Histogram(
             "ttc_gateway_time_to_first_token_seconds",
-            "Time from request to the first streamed token (reasoning or answer) or to the full response.",
+            "Time from request to the first model token streamed (the model's reasoning tokens or the answer; "
+            "never an event line the search wrote), or to the full response when not streamed.",
             ["stream"],
             buckets=TTFT_BUCKETS,
             registry=r,
         )
         self.ttfat = Histogram(
             "ttc_gateway_time_to_first_answer_token_seconds",
-            "Streamed requests: time from the request to the first token of the answer itself (progress "
-            "lines do not count; time_to_first_token counts them).",
+            "Streamed requests: time from the request to the first token of the answer itself (the "
+            "search's reasoning tokens do not count; time_to_first_token counts them).",
             buckets=TTFT_BUCKETS,
             registry=r,
         )

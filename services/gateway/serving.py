@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from services.gateway.errors import HTTPError, to_error
 from services.gateway.formatting import raise_for_failure, response_of
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, ErrorDetail, ErrorResponse, Job
-from services.gateway.session import AnswerDelta, Finished, Progress, Session, Sessions, TimedOut
+from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut, wants_reasoning
 from services.gateway.streaming import DONE, Chunks, sse
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobKind
@@ -41,6 +41,7 @@ class Serving:
                 include_usage=bool(req.stream_options and req.stream_options.include_usage),
                 stream=bool(req.stream) and not req.background,
                 background=req.background,
+                reasoning=wants_reasoning(req.ttc),
             )
             outcome.of(session)
             job = session.plan.job
@@ -97,17 +98,18 @@ class Serving:
     # ------------------------------------------------------------ the stream
 
     async def _stream(self, session: Session, endpoint: str) -> AsyncIterator[bytes]:
-        """SSE (``streaming.py``): role chunk, reasoning_content progress, answer deltas as they
-        arrive, tool calls, other choices, logprobs, finish, usage, [DONE]."""
+        """SSE (``streaming.py``): role chunk, the search's reasoning as it runs (labelled
+        ``reasoning_content``), answer deltas as they arrive, tool calls, other choices, logprobs,
+        finish, usage, [DONE]."""
         job = session.plan.job
         chunks = Chunks(endpoint, job.job_id, job.model, int(job.enqueued_at))
         streamed = ""
         yield chunks.role()
         async for event in session.events():
-            if isinstance(event, Progress):
-                line = chunks.progress(event.message)
-                if line is not None:
-                    yield line
+            if isinstance(event, Reasoning):
+                piece = chunks.reasoning(event.source, event.kind, event.text)
+                if piece is not None:
+                    yield piece
             elif isinstance(event, AnswerDelta):
                 streamed += event.text
                 yield chunks.content(event.text)
@@ -117,8 +119,7 @@ class Serving:
                 except Exception as exc:
                     yield sse(ErrorResponse(error=to_error(exc)[1]).model_dump())
                     break
-                for piece in chunks.ending(event.result, event.record, streamed):
-                    yield piece
+                yield b"".join(chunks.ending(event.result, event.record, streamed, session.reasoning))
             elif isinstance(event, TimedOut):
                 message = f"job {event.job_id} did not finish within its deadline"
                 yield sse(

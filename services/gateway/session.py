@@ -4,8 +4,9 @@ Chat/completions (``serving.py``) and the Responses API (``responses/service.py`
 renderers of a :class:`Session`; neither touches Redis nor the other. :meth:`Sessions.open`
 takes the admission steps in order - the key's rate and token limits, the queue depth, the
 plan, the token reservation, the enqueue. :meth:`Session.events` is the one loop over a job's
-events: typed (:class:`Progress`, :class:`AnswerDelta`, then :class:`Finished` or
-:class:`TimedOut`), with the one deadline and the one cancel of an abandoned job. The finish
+events: typed (:class:`Reasoning` - the model's tokens and the search's events as it runs -,
+:class:`AnswerDelta`, then :class:`Finished` or :class:`TimedOut`), with the one deadline and
+the one cancel of an abandoned job; the one place that times the first model token. The finish
 (the record to format with, the usage, the gateway's token counters, the settlement of the
 reservation) runs exactly once per session, for a waited, a streamed and a background job
 alike: a background job is followed by the session itself until it finishes, so it is charged
@@ -33,11 +34,13 @@ from services.gateway.limits import Limiter, Reservation, budget_of
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan, Planner
 from services.gateway.planning import Request as PlannedRequest
-from services.gateway.protocol import Usage
+from services.gateway.protocol import TTCOptions, Usage
 from services.gateway.tracing import annotate_plan, annotate_usage, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.queue import JobQueue
 from services.jobs.record import JobKind, JobRecord, MalformedJobRecord
+
+ReasoningDeltas = orchestrator_pb2.ReasoningDeltas
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,13 @@ RUN_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
-class Progress:
-    message: str
+class Reasoning:
+    """What the search is doing: ``source`` the part that wrote it ("candidate 3", "vote"),
+    ``kind`` "tokens" (text the model decoded) or "event" (a line the search wrote)."""
+
+    source: str
+    kind: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,26 @@ class TimedOut:
     started: bool
 
 
-Event = Progress | AnswerDelta | Finished | TimedOut
+Event = Reasoning | AnswerDelta | Finished | TimedOut
+
+
+def wants_reasoning(options: TTCOptions | None) -> bool:
+    """A streamed reply carries the search's reasoning unless the client said ``ttc.stream_reasoning: false``."""
+    return options is None or options.stream_reasoning is not False
+
+
+def reasoning_of(deltas: ReasoningDeltas) -> list[Reasoning]:
+    """One job event's deltas, with neighbours of the same source and kind joined (the worker's
+    window may split one candidate's text in many deltas: one renders them as one chunk)."""
+    out: list[Reasoning] = []
+    for delta in deltas.deltas:
+        if not delta.text:
+            continue
+        if out and (out[-1].source, out[-1].kind) == (delta.source, delta.kind):
+            out[-1] = Reasoning(delta.source, delta.kind, out[-1].text + delta.text)
+        else:
+            out.append(Reasoning(delta.source, delta.kind, delta.text))
+    return out
 
 
 async def hung_up(http: Request) -> None:
@@ -136,11 +163,13 @@ class Sessions:
         stream: bool,
         background: bool,
         response: dict[str, Any] | None = None,
+        reasoning: bool = True,
     ) -> Session:
         """Admit and enqueue one job: limits, queue depth, plan, token reservation, enqueue.
 
         ``stream``: the renderer streams the job's events; ``background``: its client does not
-        wait for the end (a background job that is not streamed is followed here from the start)."""
+        wait for the end (a background job that is not streamed is followed here from the start);
+        ``reasoning``: the client wants the search's reasoning streamed (else it gets the answer alone)."""
         started = time.perf_counter()
         await self.limiter.check(caller)
         # Requests this process admitted but has not yet put on the broker count as
@@ -160,7 +189,9 @@ class Sessions:
                 raise
         finally:
             self._admitting -= 1
-        session = Session(self, plan, record, reservation, started, stream=stream, background=background)
+        session = Session(
+            self, plan, record, reservation, started, stream=stream, background=background, reasoning=reasoning
+        )
         if background and not stream:
             self.follow(session)
         return session
@@ -239,9 +270,10 @@ class Session:
         started: float,
         stream: bool,
         background: bool,
+        reasoning: bool = True,
     ) -> None:
         self.sessions, self.plan, self.record, self.reservation = sessions, plan, record, reservation
-        self.started, self.stream, self.background = started, stream, background
+        self.started, self.stream, self.background, self.reasoning = started, stream, background, reasoning
         self.job_id = plan.job.job_id
         timeout = sessions.job_timeout_s
         self._until = time.monotonic() + timeout + QUEUE_GRACE_S
@@ -255,6 +287,8 @@ class Session:
     async def events(self) -> AsyncGenerator[Event, None]:
         """The job's events as they come, ending with :class:`Finished` or :class:`TimedOut`.
 
+        Reasoning comes only to a client that asked for it; a ``Progress`` event (a worker older
+        than the reasoning stream) is read and dropped: its narration is not the model's text.
         A foreground job abandoned before its end (the consumer stops, or is cancelled when its
         client hangs up) is cancelled; a background one is followed on by the session."""
         try:
@@ -262,9 +296,11 @@ class Session:
                 async for last, event in self.sessions.queue.follow(self.job_id, self._last, self._until):
                     self._last = last
                     which = event.WhichOneof("event")
-                    if which == "progress" and event.progress.message:
-                        self._saw(answer=False)
-                        yield Progress(event.progress.message)
+                    if which == "reasoning" and self.reasoning:
+                        for part in reasoning_of(event.reasoning):
+                            if part.kind == "tokens":
+                                self._saw(answer=False)
+                            yield part
                     elif which == "answer_delta" and event.answer_delta:
                         self._saw(answer=True)
                         yield AnswerDelta(event.answer_delta)
@@ -298,7 +334,8 @@ class Session:
         return True
 
     def _saw(self, answer: bool) -> None:
-        """Streamed timing: the first event of any kind, and the first token of the answer itself."""
+        """Streamed timing: the first model token the client sees (reasoning tokens or the
+        answer; never an event line the search wrote), and the first token of the answer itself."""
         metrics, elapsed = self.sessions.metrics, time.perf_counter() - self.started
         if self.stream and not self._first:
             self._first = True

@@ -1,12 +1,18 @@
 """Server-sent event chunks of a streamed completion, OpenAI's shapes.
 
-A chat stream is: a role chunk; search progress as ``reasoning_content`` (ending with the
-answer's evidence, ``SearchResult.reasoning``, when the answer is a rendered value); the chosen answer's
-text as ``content`` deltas as the worker streams them (``answer_delta`` events, token by
-token where the strategy generates the answer last); once the search ends, its tool calls as
+A chat stream is: a role chunk; while the search runs, what it is doing as ``reasoning_content``
+deltas - the model's tokens and the search's event lines, each stretch from a new part of the
+search opened by a header line (``labels.py``) and every chunk labelled in ``delta.ttc``
+(``{"source": "candidate 2", "kind": "tokens"}``); the chosen answer's text as ``content``
+deltas as the worker streams them (``answer_delta`` events, token by token where the strategy
+generates the answer last); once the search ends, the chosen answer's evidence
+(``SearchResult.reasoning``: the program, its output and the votes) closes the reasoning
+under the source ``evidence``, then its tool calls as
 ``tool_calls`` deltas, the further answers of ``n`` > 1 (choices 1..n-1), the answers' token
 logprobs, one finish chunk per choice and, when asked, a usage chunk with the ``ttc`` report.
-A legacy completions stream has the same order with ``text`` choices.
+A client that opted out of reasoning (``ttc.stream_reasoning: false``) gets no
+``reasoning_content``. A legacy completions stream has the same order with ``text`` choices
+and no reasoning (completions have no such field).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from services.gateway.formatting import (
     report_of,
     usage_of,
 )
+from services.gateway.labels import EVENT, Labels
 from services.gateway.protocol import (
     ChatCompletionChunk,
     ChunkChoice,
@@ -31,8 +38,11 @@ from services.gateway.protocol import (
     ToolCallDelta,
     ToolCallFunctionDelta,
 )
+from services.gateway.protocol.replies import ReasoningLabel
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobRecord
+
+EVIDENCE = "evidence"  # the source label of the answer's evidence, sent once the search ends
 
 
 def sse(payload: dict[str, Any]) -> bytes:
@@ -50,6 +60,8 @@ class Chunks:
         self.id = f"chatcmpl-{job_id}" if self.chat else f"cmpl-{job_id}"
         self.model = model
         self.created = created
+        self.labels = Labels()
+        self.reasoning_text = ""  # every reasoning character sent, headers included
 
     def _chunk(self, choices: list[Any], usage: Any = None, report: Any = None) -> bytes:
         if self.chat:
@@ -76,25 +88,38 @@ class Chunks:
     def role(self) -> bytes:
         return self.delta(ChunkDelta(role="assistant", content=""))
 
-    def progress(self, message: str) -> bytes | None:
-        """A progress line as ``reasoning_content`` (chat only; completions have no such field)."""
-        return self.delta(ChunkDelta(reasoning_content=message + "\n")) if self.chat else None
+    def reasoning(self, source: str, kind: str, text: str, index: int = 0) -> bytes | None:
+        """One stretch of the search's reasoning as ``reasoning_content``, labelled (chat only;
+        completions have no such field)."""
+        if not self.chat:
+            return None
+        shown = self.labels.text(source, kind, text)
+        self.reasoning_text += shown
+        delta = ChunkDelta(reasoning_content=shown, ttc=ReasoningLabel(source=source, kind=kind))
+        return self.delta(delta, index)
 
     def content(self, text: str, index: int = 0) -> bytes:
         return self.delta(ChunkDelta(content=text), index)
 
-    def ending(self, result: orchestrator_pb2.SearchResult, record: JobRecord, streamed: str) -> list[bytes]:
-        """Everything after the search: the chosen answer's text not yet streamed, its tool calls,
-        the other choices, logprobs, a finish chunk per choice and the usage chunk."""
+    def ending(
+        self, result: orchestrator_pb2.SearchResult, record: JobRecord, streamed: str, reasoning: bool = True
+    ) -> list[bytes]:
+        """Everything after the search: the chosen answer's evidence (labelled ``evidence``), the
+        answer's text not yet streamed, its tool calls, the other choices
+        (with their evidence), logprobs, a finish chunk per choice and the usage chunk.
+        ``reasoning``: false for a client that wants the answer alone."""
         out: list[bytes] = []
         for index, answer in enumerate(answers_of(result)):
             text = answer.text
             if index == 0 and streamed:
                 # The worker streamed the answer; send only what the final text adds (normally nothing).
                 text = text[len(streamed) :] if text.startswith(streamed) else ""
-            if index > 0 and answer.reasoning and self.chat:
-                # The chosen answer's evidence came as progress (stage "evidence"); the others' comes here.
-                out.append(self.delta(ChunkDelta(reasoning_content=answer.reasoning), index))
+            if reasoning and self.chat and answer.reasoning:
+                if index > 0:
+                    out.append(self.delta(ChunkDelta(reasoning_content=answer.reasoning), index))
+                elif not self.reasoning_text.rstrip().endswith(answer.reasoning.strip()):
+                    piece = self.reasoning(EVIDENCE, EVENT, answer.reasoning)
+                    out += [piece] if piece is not None else []
             if text:
                 out.append(self.content(text, index))
             if answer.tool_calls and self.chat:

@@ -80,11 +80,20 @@ class ToolCallDelta(BaseModel):
     function: ToolCallFunctionDelta | None = None
 
 
+class ReasoningLabel(BaseModel):
+    """Which part of the search a streamed ``reasoning_content`` delta comes from (an extension
+    field the openai SDK passes through: ``chunk.choices[0].delta.ttc``)."""
+
+    source: str = Field(..., description='The part of the search: "candidate 3", "program 2", "vote", ...')
+    kind: str = Field(..., description='"tokens": text the model decoded; "event": a line the search wrote.')
+
+
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta] | None = None
+    ttc: ReasoningLabel | None = None
 
 
 class ChunkChoice(BaseModel):

@@ -65,6 +65,10 @@ class TTCOptions(Strict):
         'where a parameter is one (the code_tests verifier\'s `"code": {"tests": [...], "entry_point": ...}`).',
     )
     reference: str | None = Field(None, max_length=10_000, description="Reference answer for rule verifiers.")
+    stream_reasoning: bool | None = Field(
+        None,
+        description="A streamed reply carries the search's reasoning as it runs (default); false: the answer alone.",
+    )
 
 
 class _Sampling(Strict):

@@ -21,12 +21,20 @@ class SummaryText(BaseModel):
     text: str
 
 
+class ReasoningText(BaseModel):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
 class ReasoningOutput(BaseModel):
-    """What the search did (strategy, candidates, votes, verifier), as a reasoning summary."""
+    """What the search did (strategy, candidates, votes, verifier) as a reasoning summary, and,
+    for a streamed response, what it streamed while it ran (the model's tokens and the search's
+    event lines, labelled) as reasoning text."""
 
     id: str
     type: Literal["reasoning"] = "reasoning"
     summary: list[SummaryText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
     status: ItemStatus | None = "completed"
 
 

@@ -2,7 +2,8 @@
 
 Output items: a ``reasoning`` item whose summary says what the search did (and then the
 answer's evidence, ``SearchResult.reasoning``: the program, its output and the votes, or the
-chosen chain of thought, when the answer is a value rendered in the asked form), the answer as a
+chosen chain of thought, when the answer is a value rendered in the asked form) and whose
+content, for a streamed response, is the reasoning text the stream carried; the answer as a
 ``message`` with one ``output_text`` part (absent when the answer is only tool calls), then
 one ``function_call`` item per tool call. Usage is the chat endpoints' (every engine call the
 response caused): ``input_tokens`` their prompt tokens, ``output_tokens`` every generated token,
@@ -26,6 +27,7 @@ from services.gateway.responses.objects import (
     OutputText,
     OutputTokensDetails,
     ReasoningOutput,
+    ReasoningText,
     ResponseError,
     ResponseObject,
     ResponseStatus,
@@ -82,12 +84,13 @@ def output_logprobs(tokens: Sequence[common_pb2.TokenLogprob]) -> list[dict[str,
 
 
 def output_items(
-    job_id: str, result: orchestrator_pb2.SearchResult, record: JobRecord, summary: str
+    job_id: str, result: orchestrator_pb2.SearchResult, record: JobRecord, summary: str, reasoning: str = ""
 ) -> list[OutputItem]:
     summaries = [SummaryText(text=summary)]
-    if result.reasoning and result.reasoning not in summary:  # a streamed summary holds it already
+    if result.reasoning:
         summaries.append(SummaryText(text=result.reasoning))
-    items: list[OutputItem] = [ReasoningOutput(id=f"rs_{job_id}", summary=summaries)]
+    content = [ReasoningText(text=reasoning)] if reasoning else None
+    items: list[OutputItem] = [ReasoningOutput(id=f"rs_{job_id}", summary=summaries, content=content)]
     incomplete = result.finish_reason == "length"
     if result.answer or not result.tool_calls:
         logprobs = output_logprobs(result.logprobs) if record.logprobs else None
@@ -128,12 +131,11 @@ def pending(job_id: str, record: JobRecord) -> ResponseObject:
 
 
 def finished(
-    job_id: str, result: orchestrator_pb2.SearchResult, record: JobRecord, summary: str | None = None
+    job_id: str, result: orchestrator_pb2.SearchResult, record: JobRecord, reasoning: str = ""
 ) -> ResponseObject:
     """The final response object: completed, incomplete (the token cap), failed or cancelled.
 
-    ``summary`` is the reasoning summary text (the streamed progress); by default one built
-    from the ``ttc`` report."""
+    ``reasoning``: the reasoning text a stream carried (the reasoning item's content)."""
     report = report_of(result, record)
     obj = _shell(job_id, record, "completed")
     obj.ttc = report
@@ -153,7 +155,7 @@ def finished(
         )
         obj.usage = usage(result, record)
         return obj
-    obj.output = output_items(job_id, result, record, summary if summary is not None else search_summary(report))
+    obj.output = output_items(job_id, result, record, search_summary(report), reasoning)
     obj.usage = usage(result, record)
     if result.finish_reason == "length":
         obj.status = "incomplete"

@@ -24,7 +24,7 @@ from services.gateway.responses.objects import DeletedResponse, FunctionCallOutp
 from services.gateway.responses.request import ResponseCreateRequest
 from services.gateway.responses.store import ResponseStore, StoredResponse
 from services.gateway.responses.stream import ResponseEvents
-from services.gateway.session import AnswerDelta, Finished, Progress, Session, Sessions, TimedOut
+from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut, wants_reasoning
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ class ResponsesService:
                     stream=stream,
                     background=background,
                     response=echo_of(req),
+                    reasoning=wants_reasoning(req.ttc),
                 )
             except InvalidArgument as err:
                 raise renamed(err, conversion) from None
@@ -144,30 +145,27 @@ class ResponsesService:
 
     async def _stream(self, session: Session) -> AsyncIterator[bytes]:
         """The typed events (``stream.py``) of the session's events: a started job's shell, the
-        reasoning item (the search's progress), the message (answer deltas), the final object."""
-        job_id, plan = session.job_id, session.plan
+        reasoning item (what the search does, as it runs), the message (answer deltas), the final
+        object. The events of one session event go out in one write."""
+        job_id = session.job_id
         events = ResponseEvents(job_id)
         shell = render.pending(job_id, session.record).model_copy(update={"status": "in_progress"})
-        yield events.lifecycle("response.created", shell)
-        yield events.lifecycle("response.in_progress", shell)
-        line = f"Routed to {plan.route.strategy} (n={plan.route.n}) at effort {plan.effort_applied}.\n"
-        for chunk in events.reasoning_delta(line):
-            yield chunk
+        yield events.lifecycle("response.created", shell) + events.lifecycle("response.in_progress", shell)
         async for event in session.events():
             out: list[bytes] = []
-            if isinstance(event, Progress):
-                out = events.reasoning_delta(event.message + "\n")
+            if isinstance(event, Reasoning):
+                out = events.reasoning_delta(event.source, event.kind, event.text)
             elif isinstance(event, AnswerDelta):
                 out = events.text_delta(event.text)
             elif isinstance(event, Finished):
-                obj = render.finished(job_id, event.result, event.record, summary=events.reasoning_text)
+                obj = render.finished(job_id, event.result, event.record, reasoning=events.reasoning_text)
                 await self._keep(job_id, obj)
                 out = events.finish(obj)
             elif isinstance(event, TimedOut):
                 message = f"response {job_id} did not finish within its deadline"
                 out = [events.event("error", code="timeout", message=message, param=None)]
-            for chunk in out:
-                yield chunk
+            if out:
+                yield b"".join(out)
 
     async def _keep(self, job_id: str, obj: ResponseObject) -> None:
         """Store the final object with its conversation (only for stored, undeleted responses)."""

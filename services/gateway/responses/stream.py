@@ -1,12 +1,15 @@
 """The Responses API's typed SSE events (``event: <type>`` + ``data: <json>``), numbered in order.
 
 The sequence for a streamed response (what ``client.responses.stream`` accumulates):
-``response.created`` → ``response.in_progress`` → the reasoning item (``output_item.added``,
-``reasoning_summary_part.added``, one ``reasoning_summary_text.delta`` per search progress event,
-``...text.done``, ``...part.done``, ``output_item.done``) → the message item (``output_item.added``,
+``response.created`` → ``response.in_progress`` → while the search runs, the reasoning item
+(``output_item.added``, ``content_part.added`` of a ``reasoning_text`` part, one
+``reasoning_text.delta`` per stretch of the model's tokens or the search's event lines, each
+labelled in its ``ttc`` field, ``reasoning_text.done``, ``content_part.done``,
+``output_item.done``; absent for a client that opted out) → the message item (``output_item.added``,
 ``content_part.added``, ``output_text.delta`` per answer delta, ``output_text.done``,
 ``content_part.done``, ``output_item.done``) → one function-call item per tool call → the
-final ``response.completed`` (or ``response.incomplete`` at the token cap, ``response.failed``).
+final ``response.completed`` (or ``response.incomplete`` at the token cap, ``response.failed``),
+whose reasoning item adds the search's summary to the streamed text.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.gateway.labels import Labels
 from services.gateway.responses.objects import (
     FunctionCallOutput,
     MessageOutput,
     OutputText,
     ReasoningOutput,
+    ReasoningText,
     ResponseObject,
-    SummaryText,
 )
 
 _FINAL_EVENT = {"completed": "response.completed", "incomplete": "response.incomplete"}
@@ -37,9 +41,12 @@ class ResponseEvents:
         self.job_id = job_id
         self.seq = 0
         self.next_index = 0
-        self.reasoning_index: int | None = None
-        self.reasoning_text = ""
-        self.reasoning_done = False
+        self.labels = Labels()
+        self.reasoning_index: int | None = None  # the open reasoning item's
+        self.reasoning_id = f"rs_{job_id}"
+        self.reasoning_items = 0
+        self.reasoning_text = ""  # all reasoning streamed (the final reasoning item's content)
+        self.item_text = ""  # the open reasoning item's
         self.message_index: int | None = None
         self.message_text = ""
 
@@ -51,50 +58,54 @@ class ResponseEvents:
     def lifecycle(self, type_: str, response: ResponseObject) -> bytes:
         return self.event(type_, response=response.model_dump(mode="json"))
 
-    # ------------------------------------------------------------ reasoning (search progress)
+    # ------------------------------------------------------------ reasoning (what the search does)
 
-    @property
-    def reasoning_id(self) -> str:
-        return f"rs_{self.job_id}"
-
-    def reasoning_delta(self, text: str) -> list[bytes]:
-        """One summary delta; opens the reasoning item on the first."""
+    def reasoning_delta(self, source: str, kind: str, text: str) -> list[bytes]:
+        """One stretch of the search's reasoning as a ``reasoning_text`` delta, labelled (the
+        header line of ``labels.py`` in the text, ``{"source", "kind"}`` in the event's ``ttc``);
+        opens a reasoning item on the first (a new one if reasoning follows the answer's start)."""
         out: list[bytes] = []
         if self.reasoning_index is None:
-            self.reasoning_index = self._index()
-            item = ReasoningOutput(id=self.reasoning_id, summary=[], status="in_progress")
+            self.reasoning_items += 1
+            self.reasoning_id = f"rs_{self.job_id}" + ("" if self.reasoning_items == 1 else f"_{self.reasoning_items}")
+            self.reasoning_index, self.item_text = self._index(), ""
+            item = ReasoningOutput(id=self.reasoning_id, summary=[], content=[], status="in_progress")
             out.append(self.event("response.output_item.added", output_index=self.reasoning_index, item=_dump(item)))
             out.append(
                 self.event(
-                    "response.reasoning_summary_part.added",
+                    "response.content_part.added",
                     item_id=self.reasoning_id,
                     output_index=self.reasoning_index,
-                    summary_index=0,
-                    part={"type": "summary_text", "text": ""},
+                    content_index=0,
+                    part=_dump(ReasoningText(text="")),
                 )
             )
-        self.reasoning_text += text
+        shown = self.labels.text(source, kind, text)
+        self.reasoning_text += shown
+        self.item_text += shown
         out.append(
             self.event(
-                "response.reasoning_summary_text.delta",
+                "response.reasoning_text.delta",
                 item_id=self.reasoning_id,
                 output_index=self.reasoning_index,
-                summary_index=0,
-                delta=text,
+                content_index=0,
+                delta=shown,
+                ttc={"source": source, "kind": kind},
             )
         )
         return out
 
     def reasoning_end(self) -> list[bytes]:
-        if self.reasoning_index is None or self.reasoning_done:
+        """Close the open reasoning item (before the answer's message opens, or at the end)."""
+        if self.reasoning_index is None:
             return []
-        self.reasoning_done = True
-        index, text = self.reasoning_index, self.reasoning_text
-        item = ReasoningOutput(id=self.reasoning_id, summary=[SummaryText(text=text)])
-        common = {"item_id": self.reasoning_id, "output_index": index, "summary_index": 0}
+        index, text = self.reasoning_index, self.item_text
+        self.reasoning_index = None
+        item = ReasoningOutput(id=self.reasoning_id, summary=[], content=[ReasoningText(text=text)])
+        common = {"item_id": self.reasoning_id, "output_index": index, "content_index": 0}
         return [
-            self.event("response.reasoning_summary_text.done", text=text, **common),
-            self.event("response.reasoning_summary_part.done", part={"type": "summary_text", "text": text}, **common),
+            self.event("response.reasoning_text.done", text=text, **common),
+            self.event("response.content_part.done", part=_dump(ReasoningText(text=text)), **common),
             self.event("response.output_item.done", output_index=index, item=_dump(item)),
         ]
 

@@ -52,5 +52,6 @@ def test_the_responses_api_puts_the_evidence_in_the_reasoning_item() -> None:
     reasoning, message = obj.output[0], obj.output[1]
     assert [s.text for s in reasoning.summary][-1] == EVIDENCE  # type: ignore[union-attr]
     assert message.content[0].text == "42"  # type: ignore[union-attr]
-    streamed = finished("ab12", result(), JobRecord(kind="response"), summary="Routed.\n" + EVIDENCE + "\n")
-    assert len(streamed.output[0].summary) == 1  # type: ignore[union-attr]  # the stream held it already
+    streamed = finished("ab12", result(), JobRecord(kind="response"), reasoning="[program 1] print(6 * 7)")
+    assert [s.text for s in streamed.output[0].summary][-1] == EVIDENCE  # type: ignore[union-attr]
+    assert [c.text for c in streamed.output[0].content or []] == ["[program 1] print(6 * 7)"]  # type: ignore[union-attr]

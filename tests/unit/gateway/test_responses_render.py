@@ -123,41 +123,84 @@ def test_the_event_sequence_is_what_the_sdk_accumulates(streamed: bool) -> None:
     rec = record()
     shell = render.pending(JOB, rec).model_copy(update={"status": "in_progress"})
     chunks = [events.lifecycle("response.created", shell), events.lifecycle("response.in_progress", shell)]
-    chunks += events.reasoning_delta("Routed to single.\n")
-    chunks += events.reasoning_delta("candidate 1 done\n")
+    chunks += events.reasoning_delta("candidate 1", "tokens", "Two plus")
+    chunks += events.reasoning_delta("candidate 2", "tokens", "2+3")
+    chunks += events.reasoning_delta("candidate 1", "tokens", " three")
+    chunks += events.reasoning_delta("vote", "event", "2 of 2 on 5")
     if streamed:
         for piece in ("The answer", " is ", "5."):
             chunks += events.text_delta(piece)
-    final = render.finished(JOB, result(answer="The answer is 5."), rec, summary=events.reasoning_text)
+    final = render.finished(JOB, result(answer="The answer is 5."), rec, reasoning=events.reasoning_text)
     chunks += events.finish(final)
     parsed = parse_sse(chunks)
     types = [name for name, _ in parsed]
     assert [data["sequence_number"] for _, data in parsed] == list(range(len(parsed)))
-    assert types[:4] == [
+    assert types[:5] == [
         "response.created",
         "response.in_progress",
         "response.output_item.added",
-        "response.reasoning_summary_part.added",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
     ]
-    assert types.count("response.reasoning_summary_text.delta") == 2
+    assert parsed[2][1]["item"]["type"] == "reasoning" and parsed[3][1]["part"]["type"] == "reasoning_text"
+    deltas = [d for n, d in parsed if n == "response.reasoning_text.delta"]
+    assert [d["ttc"] for d in deltas] == [
+        {"source": "candidate 1", "kind": "tokens"},
+        {"source": "candidate 2", "kind": "tokens"},
+        {"source": "candidate 1", "kind": "tokens"},
+        {"source": "vote", "kind": "event"},
+    ]
+    text = "[candidate 1] Two plus\n[candidate 2] 2+3\n[candidate 1]  three\n[vote] 2 of 2 on 5\n"
+    assert "".join(d["delta"] for d in deltas) == text
     assert types.count("response.output_text.delta") == (3 if streamed else 1)
-    assert types.index("response.reasoning_summary_text.done") < types.index("response.output_text.delta")
+    assert types.index("response.reasoning_text.done") < types.index("response.output_item.added", 3)
+    assert types.index("response.reasoning_text.done") < types.index("response.output_text.delta")
     assert types[-1] == "response.completed"
     done = accumulate(parsed)
     assert done is not None and done.output_text == "The answer is 5."
-    assert done.output[0].summary[0].text == "Routed to single.\ncandidate 1 done\n"
-    deltas = "".join(d["delta"] for n, d in parsed if n == "response.output_text.delta")
-    assert deltas == "The answer is 5."
+    assert done.output[0].type == "reasoning" and done.output[0].content[0].text == text
+    assert "Searched with" in done.output[0].summary[0].text  # the search's summary, once it ended
+    answer = "".join(d["delta"] for n, d in parsed if n == "response.output_text.delta")
+    assert answer == "The answer is 5."
+
+
+def test_reasoning_after_the_answer_began_opens_a_new_reasoning_item() -> None:
+    events = ResponseEvents(JOB)
+    rec = record()
+    chunks = [events.lifecycle("response.created", render.pending(JOB, rec))]
+    chunks += events.reasoning_delta("candidate 1", "tokens", "think")
+    chunks += events.text_delta("The")
+    chunks += events.reasoning_delta("revision 2", "tokens", "again")
+    chunks += events.finish(render.finished(JOB, result(answer="The end."), rec, reasoning=events.reasoning_text))
+    parsed = parse_sse(chunks)
+    added = [d["item"]["id"] for n, d in parsed if n == "response.output_item.added"]
+    assert added == [f"rs_{JOB}", f"msg_{JOB}", f"rs_{JOB}_2"]
+    done = accumulate(parsed)
+    assert done is not None and done.output_text == "The end."
+
+
+def test_no_reasoning_streams_the_message_alone() -> None:
+    events = ResponseEvents(JOB)
+    rec = record()
+    chunks = [events.lifecycle("response.created", render.pending(JOB, rec))]
+    for piece in ("4", "2"):
+        chunks += events.text_delta(piece)
+    chunks += events.finish(render.finished(JOB, result(answer="42"), rec))
+    parsed = parse_sse(chunks)
+    assert not any(n.startswith("response.reasoning") for n, _ in parsed)
+    assert [d["item"]["type"] for n, d in parsed if n == "response.output_item.added"] == ["message"]
+    done = accumulate(parsed)
+    assert done is not None and done.output_text == "42" and done.output[0].content is None
 
 
 def test_streamed_tool_calls_and_failures() -> None:
     events = ResponseEvents(JOB)
     rec = record()
     shell = render.pending(JOB, rec)
-    chunks = [events.lifecycle("response.created", shell), *events.reasoning_delta("x\n")]
+    chunks = [events.lifecycle("response.created", shell), *events.reasoning_delta("candidate 1", "tokens", "x")]
     calls = [common_pb2.ToolCall(id="call_a", name="add", arguments='{"a":1}')]
     chunks += events.finish(
-        render.finished(JOB, result(answer="", tool_calls=calls), rec, summary=events.reasoning_text)
+        render.finished(JOB, result(answer="", tool_calls=calls), rec, reasoning=events.reasoning_text)
     )
     parsed = parse_sse(chunks)
     types = [n for n, _ in parsed]

@@ -22,7 +22,7 @@ from services.gateway.planning import Plan
 from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.routing import Route
 from services.gateway.serving import Serving
-from services.gateway.session import AnswerDelta, Finished, Progress, Sessions, TimedOut
+from services.gateway.session import AnswerDelta, Finished, Reasoning, Sessions, TimedOut
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs.record import JobRecord
 
@@ -126,6 +126,11 @@ async def _open(sessions: Sessions, stream: bool = False, background: bool = Fal
     )
 
 
+def frames(piece: bytes) -> list[bytes]:
+    """The SSE frames of one write (the gateway may send several in one)."""
+    return [frame for frame in piece.split(b"\n\n") if frame]
+
+
 def _sample(metrics: GatewayMetrics, name: str, **labels: str) -> float:
     return metrics.base.registry.get_sample_value(name, labels) or 0.0
 
@@ -133,9 +138,14 @@ def _sample(metrics: GatewayMetrics, name: str, **labels: str) -> float:
 # ---------------------------------------------------------------- the renderers see typed events
 
 
+def _reasoning(*deltas: tuple[str, str, str]) -> orchestrator_pb2.JobEvent:
+    parts = [orchestrator_pb2.ReasoningDelta(source=s, kind=k, text=t) for s, k, t in deltas]
+    return orchestrator_pb2.JobEvent(reasoning=orchestrator_pb2.ReasoningDeltas(deltas=parts))
+
+
 async def test_the_chat_stream_renders_the_sessions_events_and_times_the_first_answer_token() -> None:
     events = [
-        orchestrator_pb2.JobEvent(progress=orchestrator_pb2.Progress(message="Generating 1 sample.")),
+        _reasoning(("candidate 1", "tokens", "Hi")),
         orchestrator_pb2.JobEvent(answer_delta="Hel"),
         orchestrator_pb2.JobEvent(answer_delta="lo"),
         orchestrator_pb2.JobEvent(result=_result(answer="Hello", finish_reason="stop")),
@@ -143,11 +153,11 @@ async def test_the_chat_stream_renders_the_sessions_events_and_times_the_first_a
     limiter = FakeLimiter()
     sessions = _sessions(FakeQueue(events), limiter, "stream")
     session = await _open(sessions, stream=True)
-    raw = [piece async for piece in Serving(sessions)._stream(session, "chat")]
-    assert raw[-1] == b"data: [DONE]\n\n"
+    raw = [frame for piece in [p async for p in Serving(sessions)._stream(session, "chat")] for frame in frames(piece)]
+    assert raw[-1] == b"data: [DONE]"
     chunks = [json.loads(r[6:]) for r in raw[:-1]]
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
-    assert deltas[1] == {"reasoning_content": "Generating 1 sample.\n"}
+    assert deltas[1] == {"reasoning_content": "[candidate 1] Hi", "ttc": {"source": "candidate 1", "kind": "tokens"}}
     assert [d.get("content") for d in deltas[2:4]] == ["Hel", "lo"]  # forwarded one by one, not re-sent
     assert "".join(d.get("content") or "" for d in deltas) == "Hello"
     assert chunks[-1]["usage"]["completion_tokens"] == 30
@@ -160,14 +170,15 @@ async def test_the_chat_stream_renders_the_sessions_events_and_times_the_first_a
 
 async def test_events_are_typed_and_the_finish_runs_once() -> None:
     events = [
-        orchestrator_pb2.JobEvent(progress=orchestrator_pb2.Progress(message="step")),
+        orchestrator_pb2.JobEvent(progress=orchestrator_pb2.Progress(message="step")),  # an older worker's
+        _reasoning(("vote", "event", "3 of 5 on 42")),
         orchestrator_pb2.JobEvent(answer_delta="4"),
         orchestrator_pb2.JobEvent(result=_result(answer="42")),
     ]
     limiter = FakeLimiter()
     session = await _open(_sessions(FakeQueue(events), limiter, "typed"))
     seen = [e async for e in session.events()]
-    assert [type(e) for e in seen] == [Progress, AnswerDelta, Finished]
+    assert [type(e) for e in seen] == [Reasoning, AnswerDelta, Finished]  # the narration is dropped
     finished = seen[-1]
     assert isinstance(finished, Finished) and finished.usage.total_tokens == 70
     assert finished.record.started_at == 5.0 and finished.record.finished_at is not None
