@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from evaluation.datasets import Problem, load_mix
+from evaluation.provenance import provenance, write_raw
 from services.common.answers import answers_equivalent, normalize_for_vote
 from services.search.strategies.stopping import should_stop, wave_sizes
 
@@ -182,8 +183,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    started = provenance(args.model)
     result = asyncio.run(main_async(args))
+    result["git_describe"], result["model_sha256"] = started["git_describe"], started["model_sha256"]
     print(json.dumps(result, indent=2))
+    print("raw results:", write_raw("early_stopping", result, model=args.model, started=started, argv=sys.argv))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from evaluation.datasets import Problem
 from evaluation.ladder import LadderRow, effort_rows, ladder_row, monotone
+from evaluation.provenance import provenance
 from evaluation.records import RequestRecord, iter_records, read_problems
 from loadtests.grid import EFFORTS, parse_cell
 from services.common.difficulty_features import estimation_text
@@ -149,7 +150,13 @@ def cmd_ladder(a: argparse.Namespace) -> int:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "ladder.md").write_text(text + "\n")
         clean = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in result["groups"].items()}
-        (a.out / "ladder.json").write_text(json.dumps({"groups": clean}, indent=2, default=str) + "\n")
+        sheet_json = {
+            "groups": clean,
+            "heldout_run": str(a.heldout_run),
+            "table": str(a.table),
+            "provenance": provenance(),
+        }
+        (a.out / "ladder.json").write_text(json.dumps(sheet_json, indent=2, default=str) + "\n")
     return 0
 
 

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from evaluation.checkers import CodeRunner, check
 from evaluation.datasets import Problem, split_of
+from evaluation.provenance import load_average, provenance
 from evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 from loadtests.client import Reply, candidate_texts, fetch_trace, request_kwargs, send
 from loadtests.grid import Cell
@@ -199,6 +200,7 @@ async def run(
         "levels": sorted({p.level for p in problems}),
         "requests_planned": len(jobs),
         "git": git_revision(),
+        "provenance": provenance(config.model),
         "started_at": time.time(),
         "finished": False,
         **config.extra_meta,
@@ -280,6 +282,7 @@ async def run(
         await client.close()
         await http.aclose()
         meta.update(finished=not interrupted, interrupted=interrupted, ended_at=time.time(), recorded=writer.count)
+        meta["provenance"]["load_average_end"] = load_average()
         write_run_meta(config.out, meta)
     if interrupted:
         raise KeyboardInterrupt(f"interrupted; {writer.count} records kept in {config.out}")
