@@ -121,7 +121,7 @@ def test_probe_difficulty_is_counted(client: Any) -> None:
     assert hidden >= reply.usage.completion_tokens - 16
 
 
-def test_openai_sdk_streams_progress_then_answer_then_usage(client: Any) -> None:
+def test_openai_sdk_streams_the_searchs_tokens_then_answer_then_usage(client: Any) -> None:
     stream = client.chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": PROMPT}],
@@ -141,11 +141,13 @@ def test_openai_sdk_streams_progress_then_answer_then_usage(client: Any) -> None
         delta = chunk.choices[0].delta
         extra = delta.model_extra or {}
         if extra.get("reasoning_content"):
-            kinds.append("reasoning")
+            # The search's own text, labelled by the part that wrote it (not a narration line).
+            label = extra.get("ttc") or {}
+            kinds.append("reasoning" if label.get("kind") == "tokens" and label.get("source") else "unlabelled")
         if delta.content:
             kinds.append("content")
             content += delta.content
-    assert "reasoning" in kinds, kinds
+    assert "reasoning" in kinds and "unlabelled" not in kinds, kinds
     assert kinds.index("reasoning") < kinds.index("content")
     assert kinds[-1] == "usage"
     assert content.strip()
@@ -324,7 +326,7 @@ def test_orchestrator_grpc_runs_a_search_and_serves_its_trace(stack: GatewayStac
     with grpc.insecure_channel(f"127.0.0.1:{stack.worker_grpc_ports[0]}") as channel:
         stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
         events = list(stub.RunSearch(job, timeout=180))
-        assert any(e.HasField("progress") for e in events)
+        assert any(d.kind == "tokens" for e in events if e.HasField("reasoning") for d in e.reasoning.deltas)
         result = events[-1].result
         assert result.candidates_generated == 2
         assert result.budget_used.generated_tokens > 0
