@@ -1,6 +1,11 @@
-"""Admission control: degrade effort step by step under pressure, shed only past that.
+"""Effort and admission: the effort a request asks for, and what the load makes of it.
 
-Two signals: jobs waiting in the queue and the engines' KV-cache utilization. Each
+The requested effort comes from either spelling OpenAI clients use: ``reasoning_effort: "high"``
+(Chat Completions) and ``reasoning: {"effort": "high"}`` (Responses style) mean the same; when
+both are given they must agree. Absent both, the model's default applies, else the server's.
+
+Admission control then degrades that effort step by step under pressure and sheds only past
+that. Two signals: jobs waiting in the queue and the engines' KV-cache utilization. Each
 ``degrade_queue_depth`` waiting jobs lower the effective effort one step, as does a KV cache
 above ``degrade_kv_utilization``; beyond ``max_queue_depth`` or ``shed_kv_utilization`` the
 request is refused with 429 and ``Retry-After``. Pure: the caller supplies the signals.
@@ -10,8 +15,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.gateway.effort import EFFORTS, step_down
+from services.common.errors import InvalidArgument
+from services.gateway.effort import EFFORTS
 from services.gateway.protocol import Effort
+
+
+def normalize_effort(
+    reasoning_effort: Effort | None,
+    reasoning: Effort | None,
+    model: str,
+    model_defaults: dict[str, Effort],
+    default: Effort,
+) -> Effort:
+    """The requested effort: explicit field, else the model's default, else the global default."""
+    if reasoning_effort is not None and reasoning is not None and reasoning_effort != reasoning:
+        raise InvalidArgument(
+            f"reasoning_effort={reasoning_effort!r} contradicts reasoning.effort={reasoning!r}",
+            field="reasoning_effort",
+        )
+    explicit = reasoning_effort if reasoning_effort is not None else reasoning
+    if explicit is not None:
+        return explicit
+    return model_defaults.get(model, default)
+
+
+def step_down(effort: Effort, steps: int) -> Effort:
+    """``effort`` lowered by ``steps`` levels, never below ``none``."""
+    return EFFORTS[max(0, EFFORTS.index(effort) - max(0, steps))]
 
 
 @dataclass(frozen=True)

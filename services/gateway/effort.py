@@ -1,15 +1,14 @@
-"""Reasoning effort: one ordered scale, read from either spelling OpenAI clients use.
+"""Reasoning effort: the one ordered scale, and the per-model defaults read at start-up.
 
-``reasoning_effort: "high"`` (Chat Completions) and ``reasoning: {"effort": "high"}``
-(Responses style) mean the same; when both are given they must agree. The order matters:
-admission control lowers the effective effort one step at a time along it.
+The order matters: admission control lowers the effective effort one step at a time along it.
+Reading a request's effort (either OpenAI spelling) and lowering it under load is the admission
+step's (``admission.py``), so serving a request never enters this module.
 """
 
 from __future__ import annotations
 
 from typing import cast
 
-from services.common.errors import InvalidArgument
 from services.gateway.protocol import Effort
 
 EFFORTS: tuple[Effort, ...] = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -24,27 +23,3 @@ def parse_model_defaults(spec: str) -> dict[str, Effort]:
             raise ValueError(f"unknown effort {effort!r} for model {model!r}; expected one of {EFFORTS}")
         defaults[model.strip()] = cast(Effort, effort.strip())
     return defaults
-
-
-def normalize_effort(
-    reasoning_effort: Effort | None,
-    reasoning: Effort | None,
-    model: str,
-    model_defaults: dict[str, Effort],
-    default: Effort,
-) -> Effort:
-    """The requested effort: explicit field, else the model's default, else the global default."""
-    if reasoning_effort is not None and reasoning is not None and reasoning_effort != reasoning:
-        raise InvalidArgument(
-            f"reasoning_effort={reasoning_effort!r} contradicts reasoning.effort={reasoning!r}",
-            field="reasoning_effort",
-        )
-    explicit = reasoning_effort if reasoning_effort is not None else reasoning
-    if explicit is not None:
-        return explicit
-    return model_defaults.get(model, default)
-
-
-def step_down(effort: Effort, steps: int) -> Effort:
-    """``effort`` lowered by ``steps`` levels, never below ``none``."""
-    return EFFORTS[max(0, EFFORTS.index(effort) - max(0, steps))]

@@ -1,8 +1,23 @@
-"""From a validated request to a ``SearchJob``: effort, admission, difficulty, route, budget.
+"""From a validated request to a ``SearchJob``: one straight pipeline, the same for every request.
 
-Everything here happens before anything is enqueued, so a request that fails any check
-leaves the queue untouched. The only compute spent is the difficulty probe, and only when
-the routing table needs it for the applied effort and the request did not pin a strategy.
+    inputs → effort and admission → task and difficulty → route → validate → job
+
+Each step is entered once, in this order, whether the request pins a strategy (``ttc.strategy``)
+or lets the routing table choose; nothing changes the job once the route step has built it.
+
+The one decision that shapes the pipeline: a request that is invalid is a 400 whatever the
+state of the server. So the steps that read the server's state *decide* and do not act. The
+admission step looks up the model (404 when no deployment serves it, 503 when its deployment is
+down) and the load (queue depth, the last polled KV utilization: degrade, or shed with 429), and
+keeps the refusal; the job step raises it, after validation has had its say. A 400 is raised
+where it is found: request-only checks first, then a contradictory effort or a ``max_tokens``
+past the model's context window, then the validator's verdict on the built job (named
+``ttc.<field>`` when the request pinned the strategy).
+
+Everything happens before anything is enqueued, so a request that fails any check leaves the
+queue untouched. The only compute spent is the difficulty probe, and only when the routing
+table needs it for the applied effort, the request did not pin a strategy, and admission did
+not already refuse it; otherwise the step routes without a difficulty (the table's middle bin).
 """
 
 from __future__ import annotations
@@ -10,18 +25,17 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.struct_pb2 import Struct
 
 from services.common.difficulty_features import estimation_text
-from services.common.errors import InvalidArgument
+from services.common.errors import InvalidArgument, ServiceError
 from services.common.task_type import TaskType, classify_task
 from services.common.tracing import inject_context
-from services.gateway.admission import Decision, Thresholds, admit
+from services.gateway.admission import Decision, Thresholds, admit, normalize_effort
 from services.gateway.difficulty import DifficultyEstimator, Estimate
-from services.gateway.effort import normalize_effort
-from services.gateway.errors import too_many
+from services.gateway.errors import HTTPError, too_many
 from services.gateway.fleet import PolicyFleet
 from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
@@ -105,6 +119,23 @@ class Plan:
 Request = ChatCompletionRequest | CompletionRequest
 
 
+@dataclass(frozen=True)
+class Admission:
+    """The effort and admission step's verdict: the effort to route with (or the shed), the served
+    model and each answer's token cap (lowered to its context window when the cap was not the
+    user's), or the model's refusal (404/503). The job step acts on it once the request is valid."""
+
+    requested: Effort
+    decision: Decision
+    model: str  # the served model the request's name (or alias) resolves to
+    max_tokens: int
+    model_refusal: Exception | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.model_refusal is not None or bool(self.decision.shed_reason)
+
+
 def answer_limit(req: Request, default: int) -> tuple[int, str | None]:
     """Each visible answer's token cap and the field that set it (None: the server default).
 
@@ -142,6 +173,7 @@ class Planner:
         self.watch = watch
         self.metrics = metrics
         self.model_defaults = model_defaults
+        self.default_effort = cast(Effort, settings.default_effort)
         self.thresholds = Thresholds(
             max_queue_depth=settings.max_queue_depth,
             degrade_queue_depth=settings.degrade_queue_depth,
@@ -149,8 +181,21 @@ class Planner:
             shed_kv_utilization=settings.shed_kv_utilization,
         )
 
+    async def plan(self, req: Request, queue_depth: int, owner: str = "") -> Plan:
+        """The job to enqueue, or the first error the pipeline meets (module docstring)."""
+        pinned = req.ttc is not None and req.ttc.strategy is not None
+        inputs, max_tokens = self.check(req)
+        admission = self.admit(req, queue_depth, max_tokens)
+        task = classify_task(estimation_text(inputs.texts, inputs.prompt))  # pure text rules, no tokens
+        estimate = await self.difficulty(admission, task, inputs, pinned)
+        plan = self.route(req, inputs, admission, task, estimate, owner)
+        self.validate(plan.job, pinned)
+        return self.admitted(plan, admission)
+
     def check(self, req: Request) -> tuple[JobInputs, int]:
-        """Checks that need nothing but the request: returns (job inputs, each answer's token cap)."""
+        """Inputs: the checks that need nothing but the request; the job inputs and each answer's token cap."""
+        if len(req.stop_list()) > 4:
+            raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
         inputs = job_inputs(req)
         size = sum(len(text) for _, text in inputs.texts) + len(inputs.prompt)
         if size > self.settings.max_prompt_chars:
@@ -158,8 +203,6 @@ class Planner:
                 f"the prompt has {size} characters, more than the limit of {self.settings.max_prompt_chars}",
                 field=inputs.prompt_field,
             )
-        if len(req.stop_list()) > 4:
-            raise InvalidArgument("at most 4 stop sequences are allowed", field="stop")
         max_tokens, field = answer_limit(req, self.settings.default_max_tokens)
         cap = self.settings.max_tokens_cap
         if cap and max_tokens > cap:
@@ -169,132 +212,145 @@ class Planner:
                 raise InvalidArgument(f"{field}={max_tokens} exceeds this server's limit of {cap}", field=field)
         return inputs, max_tokens
 
-    def check_model(self, req: Request, max_tokens: int) -> int:
-        """The model exists (404; 503 when the policy is down) and each answer fits its context window
-        (400 for an explicit ``max_tokens``; a cap that came from ``max_completion_tokens`` is lowered)."""
-        info = self.watch.model(req.model)
-        if info.max_context and max_tokens >= info.max_context:
-            _, field = answer_limit(req, max_tokens)
-            if field != "max_tokens":
-                return int(info.max_context) - 1
-            raise InvalidArgument(
-                f"{field}={max_tokens} exceeds the context window of {req.model} ({info.max_context} tokens)",
-                field=field,
-            )
-        return max_tokens
+    def admit(self, req: Request, queue_depth: int, max_tokens: int) -> Admission:
+        """Effort and admission: the requested effort, what the load makes of it, and the model.
 
-    async def plan(self, req: Request, queue_depth: int, owner: str = "") -> Plan:
-        """Validate, admit, estimate difficulty and route: the job to enqueue, or an exception.
-
-        One pass: the job is built once, routed once, filled once and validated once. Order
-        matters: request-only checks first (400 even when the policy is down); a pinned strategy
-        needs no difficulty estimate, so its job is complete here and is validated before anything
-        that could answer 503 or 429 (400 naming ``ttc.<field>``); then the model (404/503), then
-        admission (429), and only then the difficulty probe's compute and a routed job's validation.
-        """
-        inputs, max_tokens = self.check(req)
-        messages, prompt = inputs.texts, inputs.prompt
+        Decides and does not act: a shed or a missing or down model is kept for the job step. Each
+        answer fits the model's context window: an explicit ``max_tokens`` past it is a 400 here
+        (the request's own fault); a cap that came from elsewhere is lowered to fit."""
+        kv_utilization, model = self.watch.kv_utilization, self.watch.resolve(req.model)
+        refusal: Exception | None = None
+        try:
+            info = self.watch.model(req.model)
+        except (ServiceError, HTTPError) as err:  # 404 model_not_found, 503 its deployment is down
+            refusal = err
+        else:
+            if info.max_context and max_tokens >= info.max_context:
+                _, field = answer_limit(req, max_tokens)
+                if field == "max_tokens":
+                    raise InvalidArgument(
+                        f"{field}={max_tokens} exceeds the context window of {req.model} ({info.max_context} tokens)",
+                        field=field,
+                    )
+                max_tokens = int(info.max_context) - 1
         reasoning = req.reasoning.effort if isinstance(req, ChatCompletionRequest) and req.reasoning else None
         requested = normalize_effort(
-            req.reasoning_effort, reasoning, req.model, self.model_defaults, self._default_effort()
+            req.reasoning_effort, reasoning, req.model, self.model_defaults, self.default_effort
         )
-        pinned = req.ttc is not None and req.ttc.strategy is not None
-        # The decision is pure (queue depth, the last polled KV utilization); it is acted on
-        # (shed, counted) only after the model check, but the applied effort routes the job now.
         with tracer.start_as_current_span("gateway/admission") as span:
-            decision = admit(requested, queue_depth, self.watch.kv_utilization, self.thresholds)
-            span.set_attributes(admission_attributes(decision, queue_depth, self.watch.kv_utilization))
-        task = classify_task(estimation_text(messages, prompt))  # pure text rules, no tokens
-        job = self._job(req, inputs, max_tokens, requested, decision.effort, owner)
-        plan: Plan | None = None
-        if pinned:
-            plan = self._route(job, req, requested, decision, task, None)
-            self._validate(plan, pinned=True)
-        job.max_tokens = self.check_model(req, max_tokens)
-        if decision.shed:
-            self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
-            raise too_many(f"server overloaded: {decision.shed_reason}", self.settings.retry_after_s, "overloaded")
-        for signal in decision.degraded_by:
-            self.metrics.degradations.labels(requested, decision.effort, signal).inc()
-        if plan is None:
-            estimate = None
-            if self.table.needs_difficulty(decision.effort, task) and self.estimator is not None:
-                with tracer.start_as_current_span("gateway/difficulty") as span:
-                    estimate = await self.estimator.estimate(job.model, messages, prompt)
-                    span.set_attribute("ttc.difficulty", estimate.difficulty)
-            plan = self._route(job, req, requested, decision, task, estimate)
-            self._validate(plan, pinned=False)
-        return plan
+            decision = admit(requested, queue_depth, kv_utilization, self.thresholds)
+            span.set_attributes(admission_attributes(decision, queue_depth, kv_utilization))
+        return Admission(requested, decision, model, max_tokens, refusal)
 
-    def _route(
+    async def difficulty(
+        self, admission: Admission, task: TaskType, inputs: JobInputs, pinned: bool
+    ) -> Estimate | None:
+        """Task and difficulty: the estimate, when the route needs one and the request will be served."""
+        if pinned or admission.refused or self.estimator is None:
+            return None
+        if not self.table.needs_difficulty(admission.decision.effort, task):
+            return None
+        with tracer.start_as_current_span("gateway/difficulty") as span:
+            estimate = await self.estimator.estimate(admission.model, inputs.texts, inputs.prompt)
+            span.set_attribute("ttc.difficulty", estimate.difficulty)
+        return estimate
+
+    def route(
         self,
-        job: orchestrator_pb2.SearchJob,
         req: Request,
-        requested: Effort,
-        decision: Decision,
+        inputs: JobInputs,
+        admission: Admission,
         task: TaskType,
         estimate: Estimate | None,
+        owner: str,
     ) -> Plan:
-        """The job's one route (the table's, with the request's ``ttc`` overrides), filled in."""
+        """Route: the table's route (with the request's ``ttc`` overrides), and the job built from it once.
+
+        A strategy that cannot serve the request's tools, response_format, logprobs or n is a 400
+        saying why when the request pinned it (``ttc.strategy``); a routed one is replaced by the
+        one ``services/jobs/compat.py`` names, reported as ``ttc.strategy_fallback`` (never a
+        silent downgrade)."""
+        effort = admission.decision.effort
         difficulty_bin = self.table.bin_of(estimate.difficulty) if estimate is not None else None
-        route = apply_overrides(self.table.route(decision.effort, difficulty_bin, task), req.ttc)
-        plan = Plan(job, route, requested, decision.effort, decision.degraded_by, task_type=task)
-        if estimate is not None:
-            plan.probe, plan.difficulty, plan.difficulty_bin = estimate, estimate.difficulty, difficulty_bin
-        self._fill(plan, req)
-        self._fit_features(plan, req)
-        return plan
-
-    def _fit_features(self, plan: Plan, req: Request) -> None:
-        """A strategy that can serve the request's tools, response_format, logprobs and n.
-
-        A pinned strategy that cannot is a 400 saying why (``ttc.strategy``); a routed one is
-        replaced by the one ``services/jobs/compat.py`` names, reported as ``ttc.strategy_fallback``
-        (never a silent downgrade)."""
-        job = plan.job
+        route = apply_overrides(self.table.route(effort, difficulty_bin, task), req.ttc)
+        job = self._job(req, inputs, admission, route, estimate, owner)
+        fallback: StrategyFallback | None = None
         refused = compat.incompatibilities(job)
-        if not refused:
-            return
-        if req.ttc is not None and req.ttc.strategy is not None:
+        if refused and req.ttc is not None and req.ttc.strategy is not None:
             feature, why = refused[0]
             raise InvalidArgument(f"{why} (the request asks for {_FEATURE_FIELDS[feature]})", field="ttc.strategy")
-        fallback = compat.reroute(job)
-        assert fallback is not None  # refused features always have a reroute
-        requested = job.strategy.name
-        job.strategy.CopyFrom(fallback.strategy)
-        plan.fallback = StrategyFallback(requested=requested, applied=job.strategy.name, reason=fallback.reason)
+        if refused:
+            reroute = compat.reroute(job)
+            assert reroute is not None  # refused features always have a reroute
+            fallback = StrategyFallback(
+                requested=job.strategy.name, applied=reroute.strategy.name, reason=reroute.reason
+            )
+            job.strategy.CopyFrom(reroute.strategy)
+        return Plan(
+            job,
+            route,
+            admission.requested,
+            effort,
+            admission.decision.degraded_by,
+            difficulty=estimate.difficulty if estimate is not None else None,
+            difficulty_bin=difficulty_bin,
+            probe=estimate,
+            task_type=task,
+            fallback=fallback,
+        )
 
-    def _validate(self, plan: Plan, pinned: bool) -> None:
-        """The job validator's verdict; a pinned strategy's mistakes are named ``ttc.<field>``."""
+    def validate(self, job: orchestrator_pb2.SearchJob, pinned: bool) -> None:
+        """Validate: the job validator's verdict; a pinned strategy's mistakes are named ``ttc.<field>``."""
         try:
-            self.validate_job(plan.job)
+            self.validate_job(job)
         except InvalidArgument as err:
             if not pinned:
                 raise
             leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
             raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
 
-    def _default_effort(self) -> Effort:
-        from typing import cast
-
-        return cast(Effort, self.settings.default_effort)
+    def admitted(self, plan: Plan, admission: Admission) -> Plan:
+        """Job: the refusal admission decided, now that the request is valid (the model's 404/503,
+        then the load's 429), else the plan, its degradations counted."""
+        decision = admission.decision
+        if admission.model_refusal is not None:
+            raise admission.model_refusal
+        if decision.shed_reason:
+            self.metrics.shed.labels("queue_depth" if "queue" in decision.shed_reason else "kv_utilization").inc()
+            raise too_many(f"server overloaded: {decision.shed_reason}", self.settings.retry_after_s, "overloaded")
+        for signal in decision.degraded_by:
+            self.metrics.degradations.labels(admission.requested, decision.effort, signal).inc()
+        return plan
 
     def _job(
-        self, req: Request, inputs: JobInputs, max_tokens: int, requested: Effort, applied: Effort, owner: str
+        self,
+        req: Request,
+        inputs: JobInputs,
+        admission: Admission,
+        route: Route,
+        estimate: Estimate | None,
+        owner: str,
     ) -> orchestrator_pb2.SearchJob:
+        """The job, whole: the request's inputs and sampling, the route's strategy and budget."""
+        pinned_budget = req.ttc is not None and req.ttc.token_budget is not None
+        # A routed budget never starves a single answer of the max_tokens the client asked for.
+        budget = route.token_budget if pinned_budget else max(route.token_budget, admission.max_tokens)
+        cap = search_cap(req)
+        params = Struct()
+        params.update(route.params)
         job = orchestrator_pb2.SearchJob(
             job_id=uuid.uuid4().hex,
-            model=self.watch.resolve(req.model),  # an alias names the served model
+            model=admission.model,
             messages=inputs.messages,
             prompt=inputs.prompt,
             temperature=req.temperature if req.temperature is not None else DEFAULT_TEMPERATURE,
             top_p=req.top_p if req.top_p is not None else 1.0,
             presence_penalty=req.presence_penalty or 0.0,
             frequency_penalty=req.frequency_penalty or 0.0,
-            max_tokens=max_tokens,
+            max_tokens=admission.max_tokens,
             stop=req.stop_list(),
-            effort_requested=requested,
-            effort_applied=applied,
+            effort_requested=admission.requested,
+            effort_applied=admission.decision.effort,
             trace_context=inject_context(),
             enqueued_at=time.time(),
             logprobs=req.wants_logprobs(),
@@ -304,6 +360,15 @@ class Planner:
             # A request that waits reads only the result: no progress events to publish.
             quiet=not req.stream and not req.background,
             owner=owner,  # the creating key's name: the trace store records it
+            strategy=orchestrator_pb2.StrategySpec(
+                name=route.strategy, n=route.n, verifier=route.verifier or "", params=params if route.params else None
+            ),
+            budget=orchestrator_pb2.Budget(
+                max_generated_tokens=budget if cap is None else min(budget, cap),
+                max_policy_calls=route.max_policy_calls,
+                max_verifier_calls=route.max_verifier_calls,
+                deadline_seconds=self.settings.job_timeout_s,
+            ),
         )
         if inputs.tools is not None:
             job.tools.CopyFrom(inputs.tools)
@@ -313,24 +378,6 @@ class Planner:
             job.seed = req.seed
         if req.ttc is not None and req.ttc.reference:
             job.reference = req.ttc.reference
+        if estimate is not None:
+            job.difficulty = estimate.difficulty
         return job
-
-    def _fill(self, plan: Plan, req: Request) -> None:
-        route, job = plan.route, plan.job
-        job.strategy.name = route.strategy
-        job.strategy.n = route.n
-        job.strategy.verifier = route.verifier or ""
-        if route.params:
-            params = Struct()
-            params.update(route.params)
-            job.strategy.params.CopyFrom(params)
-        pinned_budget = req.ttc is not None and req.ttc.token_budget is not None
-        # A routed budget never starves a single answer of the max_tokens the client asked for.
-        routed = route.token_budget if pinned_budget else max(route.token_budget, job.max_tokens)
-        cap = search_cap(req)
-        job.budget.max_generated_tokens = routed if cap is None else min(routed, cap)
-        job.budget.max_policy_calls = route.max_policy_calls
-        job.budget.max_verifier_calls = route.max_verifier_calls
-        job.budget.deadline_seconds = self.settings.job_timeout_s
-        if plan.difficulty is not None:
-            job.difficulty = plan.difficulty

@@ -1,6 +1,8 @@
-"""Planning is one pass: a request is routed once, its job filled once and validated once,
-and the order of answers holds (request-only 400s, then a pinned strategy's ``ttc.<field>``
-400, then the model's 404/503, then admission's 429)."""
+"""Planning is one straight pipeline: every request, pinned or routed, enters each step once and
+in the same order (inputs, effort and admission, task and difficulty, route, validate, job); its
+job is routed once, built once and validated once. The order of answers holds: 400s first
+(request-only checks, then the validator's, named ``ttc.<field>`` for a pinned strategy), whatever
+the load; then the model's 404/503, then admission's 429."""
 
 from __future__ import annotations
 
@@ -63,6 +65,24 @@ class Validator:
             raise InvalidArgument("bad is not a parameter of this strategy", field="strategy.params.bad")
 
 
+STEPS = ["check", "admit", "difficulty", "route", "validate", "admitted"]
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The pipeline's steps in the order a request enters them."""
+    entered: list[str] = []
+    for name in STEPS:
+        original = getattr(Planner, name)
+
+        def step(self: Planner, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            entered.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(Planner, name, step)
+    return entered
+
+
 @pytest.fixture
 def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     calls: list[tuple[Any, ...]] = []
@@ -95,14 +115,17 @@ def _chat(**extra: Any) -> ChatCompletionRequest:
     ],
     ids=["routed", "pinned", "pinned-none"],
 )
-async def test_a_request_is_routed_filled_and_validated_once(routes: list[tuple[Any, ...]], extra: Any) -> None:
-    validator, watch = Validator(), Watch()
-    plan = await _planner(watch, validator, Estimator()).plan(_chat(**extra), queue_depth=0)
+async def test_every_request_enters_each_step_once_in_the_same_order(
+    routes: list[tuple[Any, ...]], steps: list[str], extra: Any
+) -> None:
+    validator, watch, estimator = Validator(), Watch(), Estimator()
+    plan = await _planner(watch, validator, estimator).plan(_chat(**extra), queue_depth=0)
+    assert steps == STEPS
     assert len(routes) == 1, routes
     assert validator.jobs == [plan.job]  # the job validated is the job enqueued
     assert watch.model_calls == 1
-    if "ttc" in extra:
-        assert plan.route.strategy == extra["ttc"]["strategy"] and plan.probe is None
+    if "ttc" in extra:  # a pinned strategy needs no difficulty: the step is entered, the estimator is not
+        assert plan.route.strategy == extra["ttc"]["strategy"] and plan.probe is None and estimator.calls == 0
 
 
 async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tuple[Any, ...]]) -> None:
@@ -117,20 +140,40 @@ async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tup
 
 
 async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admission(
-    routes: list[tuple[Any, ...]],
+    routes: list[tuple[Any, ...]], steps: list[str]
 ) -> None:
     validator, watch = Validator(), Watch(up=False)
     bad = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}})
     with pytest.raises(InvalidArgument) as caught:
         await _planner(watch, validator).plan(bad, queue_depth=10_000)  # policy down and queue full
     assert caught.value.field == "ttc.bad"
-    assert watch.model_calls == 0 and len(routes) == 1 and len(validator.jobs) == 1
+    # Admission looked the model up and decided; validation answered before its refusal was acted on.
+    assert steps == STEPS[:-1]
+    assert watch.model_calls == 1 and len(routes) == 1 and len(validator.jobs) == 1
     # A good pinned request in the same state gets the model's 503 (then admission's 429).
     with pytest.raises(Unavailable):
         await _planner(watch, validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
     with pytest.raises(HTTPError) as shed:
         await _planner(Watch(), validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
     assert shed.value.status == 429
+
+
+async def test_a_refused_routed_request_spends_no_probe_and_is_still_validated(
+    routes: list[tuple[Any, ...]], steps: list[str]
+) -> None:
+    """Under a full queue a routed request is not probed; an invalid one is a 400 all the same
+    (its ``ttc`` overrides are validated on the route the table takes without a difficulty)."""
+    estimator, validator = Estimator(), Validator()
+    with pytest.raises(HTTPError) as shed:
+        await _planner(Watch(), validator, estimator).plan(_chat(reasoning_effort="high"), queue_depth=10_000)
+    assert shed.value.status == 429 and estimator.calls == 0 and len(validator.jobs) == 1
+    assert steps == STEPS
+    steps.clear()
+    bad = _chat(reasoning_effort="high", ttc={"n": 3, "params": {"bad": 1}})
+    with pytest.raises(InvalidArgument) as caught:
+        await _planner(Watch(up=False), validator, estimator).plan(bad, queue_depth=10_000)
+    assert caught.value.field == "strategy.params.bad" and estimator.calls == 0
+    assert steps == STEPS[:-1]
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import InvalidArgument
-from services.gateway.admission import Thresholds, admit
+from services.gateway.admission import Thresholds, admit, normalize_effort, step_down
 from services.gateway.auth import Authenticator, parse_api_keys
 from services.gateway.difficulty import agreement_difficulty
-from services.gateway.effort import normalize_effort, parse_model_defaults, step_down
+from services.gateway.effort import parse_model_defaults
 from services.gateway.errors import HTTPError, JobFailed
 from services.gateway.formatting import raise_for_failure, usage_of
 from services.gateway.protocol import TTCOptions
