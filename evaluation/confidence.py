@@ -246,25 +246,32 @@ def load_split(directory: Path = POOLS) -> Split:
 
 
 # ------------------------------------------------------------------------------------ selection
+def out_of_fold(rows: Sequence[Weighted], kind: ModelKind, folds: int = FOLDS) -> list[float | None]:
+    """Each row's probability from a model of ``kind`` fitted on the other folds (folds by a hash
+    of the problem id, so no problem is ever predicted by a model that saw it); ``None`` for rows
+    whose fold had nothing else to fit on."""
+    fold_of = {r.problem: int(bucket(r.problem, "fold") * folds) for r in rows}
+    probs: list[float | None] = [None] * len(rows)
+    for k in range(folds):
+        train = [r for r in rows if fold_of[r.problem] != k]
+        test = [i for i, r in enumerate(rows) if fold_of[r.problem] == k]
+        if not train or not test:
+            continue
+        model = fit(as_rows(train), kind)
+        for i in test:
+            probs[i] = model.probability(rows[i].signals)
+    return probs
+
+
 def cross_validate(rows: Sequence[Weighted], kinds: Sequence[ModelKind] = KINDS,
                    folds: int = FOLDS) -> dict[str, dict[str, float]]:  # fmt: skip
     """Grouped (by problem) k-fold log loss, Brier and ECE of each model kind on ``rows``."""
-    problems = sorted({r.problem for r in rows})
-    fold_of = {p: int(bucket(p, "fold") * folds) for p in problems}
     result: dict[str, dict[str, float]] = {}
     for kind in kinds:
-        probs: list[float] = []
-        right: list[bool] = []
-        weights: list[float] = []
-        for k in range(folds):
-            train = [r for r in rows if fold_of[r.problem] != k]
-            test = [r for r in rows if fold_of[r.problem] == k]
-            if not train or not test:
-                continue
-            model = fit(as_rows(train), kind)
-            probs += [model.probability(r.signals) for r in test]
-            right += [r.correct for r in test]
-            weights += [r.weight for r in test]
+        scored = [(r, p) for r, p in zip(rows, out_of_fold(rows, kind, folds), strict=True) if p is not None]
+        probs = [p for _, p in scored]
+        right = [r.correct for r, _ in scored]
+        weights = [r.weight for r, _ in scored]
         result[kind] = {
             "log_loss": log_loss(probs, right, weights),
             "brier": brier(probs, right, weights),
@@ -391,6 +398,9 @@ def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
         idx = [i for i, r in enumerate(rows) if r.signals.family == family]
         per_family[family] = metrics([rows[i] for i in idx], [probs[i] for i in idx])
     diagram = reliability(rows, probs)
+    everything = rows_of(split.train + split.test, configs)
+    oof = [(r, p) for r, p in zip(everything, out_of_fold(everything, model.kind), strict=True) if p is not None]
+    oof_rows, oof_probs = [r for r, _ in oof], [p for _, p in oof]
     result: dict[str, Any] = {
         "evaluation": split.evaluation,
         "note": (
@@ -410,6 +420,14 @@ def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
         "raw_vote_share": metrics(rows, raw),
         "raw_vote_share_95": bootstrap(rows, raw),
         "per_family": per_family,
+        "out_of_fold": {
+            "what": f"every problem drawn ({len(split.train) + len(split.test)}), each predicted by a "
+            f"`{model.kind}` model fitted on the other {FOLDS - 1} folds (grouped by problem)",
+            "problems": len({r.problem for r in oof_rows}),
+            "calibrated": metrics(oof_rows, oof_probs) if oof_rows else {},
+            "calibrated_95": bootstrap(oof_rows, oof_probs) if oof_rows else {},
+            "reliability": reliability(oof_rows, oof_probs) if oof_rows else [],
+        },
         "reliability": diagram,
         "reliability_raw": reliability(rows, raw),
         "cross_validation": dict(model.provenance.get("cross_validation", {})),
@@ -452,6 +470,11 @@ def summary(result: dict[str, Any]) -> str:
     for name, m, i in (("calibrated", cal, ci), ("raw vote share", raw, rci)):
         cells = [f"{m[k]:.3f} [{i[k][0]:.3f}, {i[k][1]:.3f}]" for k in ("ece", "brier", "log_loss")]
         lines.append(f"| {name} | {' | '.join(cells)} | {m['accuracy']:.3f} | {m['mean_confidence']:.3f} |")
+    oof = result.get("out_of_fold", {})
+    if oof.get("calibrated"):
+        m, i = oof["calibrated"], oof["calibrated_95"]
+        lines += ["", f"Out of fold, {oof['what']}: ECE {m['ece']:.3f} [{i['ece'][0]:.3f}, {i['ece'][1]:.3f}], "
+                  f"Brier {m['brier']:.3f} [{i['brier'][0]:.3f}, {i['brier'][1]:.3f}]."]  # fmt: skip
     lines += ["", f"Chunks: {', '.join(result['chunks'])}; code {result['git_describe']}."]
     return "\n".join(lines) + "\n"
 

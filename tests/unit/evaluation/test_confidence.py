@@ -9,16 +9,21 @@ from pathlib import Path
 import pytest
 
 from evaluation.confidence import (
+    FOLDS,
+    as_rows,
+    bucket,
     confidence_configs,
     cross_validate,
     fit_model,
     load_split,
+    out_of_fold,
     replays,
     report,
     rows_of,
 )
 from evaluation.pools import ProblemPool, write_chunk
 from evaluation.pricing import Config, LatencyModel, Pricer
+from services.common.confidence import fit
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 ARITH = pool(
@@ -123,3 +128,14 @@ def test_fit_and_report_write_the_model_and_the_measurement(tmp_path: Path) -> N
         )
     )
     assert (tmp_path / "out" / "reliability.png").stat().st_size > 1000
+
+
+def test_out_of_fold_predicts_each_problem_with_a_model_that_never_saw_it() -> None:
+    pools = many(10, "calibration")
+    rows = rows_of(pools, [Config("sc@2", "sc", 2), Config("pot@3", "pot", 3)])
+    probs = out_of_fold(rows, "isotonic")
+    assert all(p is not None for p in probs)
+    fold_of = {r.problem: int(bucket(r.problem, "fold") * FOLDS) for r in rows}
+    first = rows[0]
+    unseen = fit(as_rows([r for r in rows if fold_of[r.problem] != fold_of[first.problem]]), "isotonic")
+    assert probs[0] == unseen.probability(first.signals)
