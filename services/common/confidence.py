@@ -23,6 +23,7 @@ clipped to ``[CLIP, 1 - CLIP]``: a finite log loss, and no answer is ever report
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -223,6 +224,18 @@ class Calibrator:
         if not path.exists():
             return cls()
         return cls.from_dict(json.loads(path.read_text()))
+
+
+@functools.cache
+def shipped() -> Calibrator:
+    """The model shipped beside this module, read once per process (what a worker or the
+    gateway calls per answer)."""
+    return Calibrator.load(DEFAULT_PATH)
+
+
+def confidence(signals: ConfidenceSignals) -> float:
+    """``ttc.confidence`` for an answer with these signals, by the shipped model."""
+    return shipped().probability(signals)
 
 
 # ------------------------------------------------------------------------------------ fitting

@@ -17,10 +17,12 @@ from services.common.confidence import (
     ConfidenceSignals,
     Row,
     brier,
+    confidence,
     expected_calibration_error,
     fit,
     fit_isotonic,
     log_loss,
+    shipped,
     shrunk_share,
 )
 
@@ -147,8 +149,14 @@ def test_nothing_answered_is_the_floor_and_a_missing_file_is_the_fallback(tmp_pa
 
 def test_the_shipped_model_loads() -> None:
     model = Calibrator.load()
-    p = model.probability(ConfidenceSignals("sc", 0.75, votes=4, distinct=2))
+    s = ConfidenceSignals("sc", 0.75, votes=4, distinct=2)
+    p = model.probability(s)
     assert CLIP <= p <= 1 - CLIP
+    assert confidence(s) == p and shipped() is shipped()
+    # More agreement, no less confidence, whichever kind ships.
+    assert confidence(ConfidenceSignals("sc", 1.0, votes=4)) >= confidence(
+        ConfidenceSignals("sc", 0.5, votes=4, distinct=2)
+    )
 
 
 def test_logistic_uses_agreement_between_programs_and_thoughts() -> None:
