@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.provenance import provenance, write_raw
+from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import SandboxClient
 from services.sandbox.settings import SandboxSettings
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 

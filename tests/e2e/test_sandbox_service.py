@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from services.common.errors import error_field
+from services.common.sandbox_client import SandboxClient, stdout_test
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import SandboxClient, stdout_test
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 
 pytestmark = pytest.mark.e2e

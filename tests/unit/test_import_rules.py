@@ -14,9 +14,8 @@ dependency). Only direct imports are checked: ``services.common.errors`` itself 
 Deliberate exceptions, each with its reason, are in ``EXCEPTIONS``; tools outside
 ``services/`` (``loadtests/``, ``benchmarks/``) are not checked: they drive services from
 outside, and the benchmarks deliberately measure a service's internals in one process.
-``services/sandbox/client.py`` (a thin client of the sandbox service) stays where it is: no
-service imports it (the verifier and the orchestrator use the generated stubs), only tests and
-tools do; a service that needs it moves it to ``services/common`` first.
+The one client of the sandbox service is ``services/common/sandbox_client.py`` (the verifier,
+the tests and the tools use it), so a service that runs code never imports ``services.sandbox``.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from services.common.errors import InvalidArgument, ResourceExhausted
+from services.common.sandbox_client import humaneval_tests
 from services.gen.ttc.v1 import sandbox_pb2
-from services.sandbox.client import humaneval_tests
 from services.sandbox.isolation import Interpreter, MountedFile, bwrap_args, prlimit_args, program_argv
 from services.sandbox.limits import ExecLimits, resolve_limits
 from services.sandbox.outcome import classify
