@@ -36,6 +36,9 @@ DEFAULT_PATH = Path(__file__).with_name("confidence.v1.json")
 CLIP = 0.005
 DEFAULT_BASE_RATE = 0.5
 DEFAULT_PRIOR_VOTES = 2.0
+# L2 penalty of the logistic fits, in units of row weight (one problem-configuration weighs 1):
+# cross-validation on the first pools preferred 10 to 1 and 100.
+DEFAULT_L2 = 10.0
 ModelKind = Literal["logistic", "platt", "isotonic", "shrunk"]
 # The strategy (or pinned configuration) -> the family its confidence is fitted per. A strategy
 # not named here is looked up by its own name (and falls back when never fitted).
@@ -144,7 +147,8 @@ class Isotonic:
 class Calibrator:
     """A fitted map from :class:`ConfidenceSignals` to the probability that the answer is right.
 
-    ``coefficients``: for ``logistic``, ``{"features": [...], "family:<name>": [intercept]}``;
+    ``coefficients``: for ``logistic``, ``{"features": [...], "intercept": [b],
+    "family:<name>": [offset]}``;
     for ``platt``, ``{"<family>": [a, b]}`` (p = sigmoid(a * logit(share) + b)). ``isotonic``:
     per family its step function. ``families``: the families fitted; any other falls back."""
 
@@ -169,7 +173,7 @@ class Calibrator:
         family = signals.family
         if self.kind == "logistic":
             weights = self.coefficients["features"]
-            z = self.coefficients[f"family:{family}"][0]
+            z = self.coefficients["intercept"][0] + self.coefficients[f"family:{family}"][0]
             z += sum(w * x for w, x in zip(weights, features(signals), strict=True))
             return clip(_sigmoid(z))
         if self.kind == "platt":
@@ -319,7 +323,7 @@ def base_rate(rows: Sequence[Row]) -> float:
     return sum(w for _, right, w in rows if right) / total if total > 0 else DEFAULT_BASE_RATE
 
 
-def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = 1.0, prior_votes: float = DEFAULT_PRIOR_VOTES,
+def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = DEFAULT_L2, prior_votes: float = DEFAULT_PRIOR_VOTES,
         provenance: Mapping[str, Any] | None = None) -> Calibrator:  # fmt: skip
     """Fit a calibrator of ``kind`` on weighted rows. Rows where nothing answered are left out
     (their probability is the floor by definition)."""
@@ -336,11 +340,13 @@ def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = 1.0, prior_votes: f
         return Calibrator(**common)  # type: ignore[arg-type]
     if kind == "logistic":
         k = len(FEATURES)
-        x = [features(s) + [1.0 if s.family == f else 0.0 for f in families] for s, _, _ in rows]
+        # A shared intercept (unpenalised) and per-family offsets (penalised: shrunk toward the
+        # shared one, so a family seen on few problems does not get an intercept of its own).
+        x = [[*features(s), 1.0] + [1.0 if s.family == f else 0.0 for f in families] for s, _, _ in rows]
         beta = fit_logistic(x, [float(r) for _, r, _ in rows], [w for _, _, w in rows], l2,
-                            [True] * k + [False] * len(families))  # fmt: skip
-        coefficients: dict[str, Sequence[float]] = {"features": tuple(beta[:k])}
-        coefficients |= {f"family:{f}": (beta[k + i],) for i, f in enumerate(families)}
+                            [True] * k + [False] + [True] * len(families))  # fmt: skip
+        coefficients: dict[str, Sequence[float]] = {"features": tuple(beta[:k]), "intercept": (beta[k],)}
+        coefficients |= {f"family:{f}": (beta[k + 1 + i],) for i, f in enumerate(families)}
         return Calibrator(coefficients=coefficients, **common)  # type: ignore[arg-type]
     per: dict[str, list[Row]] = {f: [r for r in rows if r[0].family == f] for f in families}
     if kind == "platt":
