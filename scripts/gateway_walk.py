@@ -4,9 +4,13 @@ policy (model list and stats only), a stub worker that answers the job from Redi
 profiler that records every Python call into ``services/gateway/`` during the second request
 (the first warms imports and caches).
 
-    python scripts/gateway_walk.py ROOT   # ROOT: the source tree to measure (e.g. an unpacked commit)
+    python scripts/gateway_walk.py [ROOT] [--record docs/data/gateway_walk.json]
 
-Prints one JSON object: files entered, returns, calls by file and the sequence of files.
+ROOT is the source tree to measure (default: this one; e.g. a commit unpacked into a folder
+named after it). Prints one JSON
+object: files entered, returns, calls by file and the sequence of files. ``--record PATH`` also
+rewrites PATH: its ``after`` becomes ``before`` and this walk (with ROOT's ``git describe
+--always --dirty``) the new ``after``, so the file always compares the last two measurements.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import base64
 import collections
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -25,7 +30,10 @@ from typing import Any
 
 import grpc
 
-ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+ARGS = sys.argv[1:]
+RECORD = ARGS.pop(ARGS.index("--record") + 1) if "--record" in ARGS else None
+ROOT = os.path.abspath(next((a for a in ARGS if a != "--record"), "."))
+RECORD = os.path.abspath(RECORD) if RECORD else None
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, HERE]
 os.chdir(ROOT)
@@ -127,5 +135,21 @@ def walk() -> dict[str, Any]:
     }
 
 
+def record(path: str, measured: dict[str, Any]) -> None:
+    """Shift the file's last measurement to ``before`` and write this one as ``after``."""
+    with open(path) as f:
+        previous = json.load(f)
+    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True)
+    # An unpacked commit (git archive) is not a work tree: its folder is named after the commit.
+    commit = described.stdout.strip() if described.returncode == 0 else os.path.basename(ROOT)
+    after = {"commit": commit, **{k: measured[k] for k in ("files", "returns", "calls_by_file", "sequence")}}
+    with open(path, "w") as f:
+        json.dump({"what": previous["what"], "before": previous["after"], "after": after}, f, indent=1)
+        f.write("\n")
+
+
 if __name__ == "__main__":
-    print(json.dumps(walk()))
+    measured = walk()
+    if RECORD is not None:
+        record(RECORD, measured)
+    print(json.dumps(measured))
