@@ -17,7 +17,8 @@ past the model's context window, then the validator's verdict on the built job (
 Everything happens before anything is enqueued, so a request that fails any check leaves the
 queue untouched. The only compute spent is the difficulty probe, and only when the routing
 table needs it for the applied effort, the request did not pin a strategy, and admission did
-not already refuse it; otherwise the step routes without a difficulty (the table's middle bin).
+not already refuse it; otherwise the route step goes without one (a per-bin route takes the
+table's middle bin).
 """
 
 from __future__ import annotations
@@ -186,8 +187,7 @@ class Planner:
         pinned = req.ttc is not None and req.ttc.strategy is not None
         inputs, max_tokens = self.check(req)
         admission = self.admit(req, queue_depth, max_tokens)
-        task = classify_task(estimation_text(inputs.texts, inputs.prompt))  # pure text rules, no tokens
-        estimate = await self.difficulty(admission, task, inputs, pinned)
+        task, estimate = await self.difficulty(admission, inputs, pinned)
         plan = self.route(req, inputs, admission, task, estimate, owner)
         self.validate(plan.job, pinned)
         return self.admitted(plan, admission)
@@ -243,17 +243,19 @@ class Planner:
         return Admission(requested, decision, model, max_tokens, refusal)
 
     async def difficulty(
-        self, admission: Admission, task: TaskType, inputs: JobInputs, pinned: bool
-    ) -> Estimate | None:
-        """Task and difficulty: the estimate, when the route needs one and the request will be served."""
+        self, admission: Admission, inputs: JobInputs, pinned: bool
+    ) -> tuple[TaskType, Estimate | None]:
+        """Task and difficulty: the task type (pure text rules, no tokens), and the difficulty
+        estimate when the route needs one and the request will be served."""
+        task = classify_task(estimation_text(inputs.texts, inputs.prompt))
         if pinned or admission.refused or self.estimator is None:
-            return None
+            return task, None
         if not self.table.needs_difficulty(admission.decision.effort, task):
-            return None
+            return task, None
         with tracer.start_as_current_span("gateway/difficulty") as span:
             estimate = await self.estimator.estimate(admission.model, inputs.texts, inputs.prompt)
             span.set_attribute("ttc.difficulty", estimate.difficulty)
-        return estimate
+        return task, estimate
 
     def route(
         self,
