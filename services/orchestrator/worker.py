@@ -38,6 +38,7 @@ from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
+from services.orchestrator.reasoning import ReasoningBatcher
 from services.orchestrator.settings import OrchestratorSettings
 from services.search.run import run_search
 
@@ -235,20 +236,22 @@ class JobRunner:
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
         sequence = 0
 
-        async def on_progress(progress: orchestrator_pb2.Progress) -> None:
+        async def on_reasoning(deltas: orchestrator_pb2.ReasoningDeltas) -> None:
             nonlocal sequence
-            if job.quiet:  # nobody reads progress: a round trip and a wake-up saved
-                return
             sequence += 1
             await self.events.publish(
-                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, progress=progress)
+                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, reasoning=deltas)
             )
 
+        # A quiet job's reader takes the result only: no reasoning is buffered or published.
+        reasoning = None if job.quiet else ReasoningBatcher(on_reasoning)
         streamed = False
 
         async def on_answer(delta: str) -> None:
             """Answer deltas go out as they come (stream_answer); else once, with the result."""
             nonlocal sequence, streamed
+            if reasoning is not None:
+                await reasoning.flush()  # what the search did before the answer comes first
             sequence += 1
             streamed = True
             await self.events.publish(
@@ -256,26 +259,41 @@ class JobRunner:
             )
 
         sink = on_answer if job.stream_answer else None
-        task = asyncio.ensure_future(
-            run_search(job, policy, verifier, on_progress, executor=executor, on_answer=sink, escalation=escalation)
+        search = run_search(
+            job,
+            policy,
+            verifier,
+            on_reasoning=reasoning.add if reasoning is not None else None,
+            executor=executor,
+            on_answer=sink,
+            escalation=escalation,
         )
+        task = asyncio.ensure_future(search)
         self._running[job_id] = task
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:
             result, search_trace = await asyncio.wait_for(task, timeout)
+            if reasoning is not None:
+                await reasoning.flush()  # the last window goes out before the result is recorded
         except asyncio.CancelledError:
+            if reasoning is not None:
+                reasoning.close()
             if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # the worker itself is stopping: leave the job for redelivery
             self.metrics.cancellations.inc()
             await self._record_cancelled(job)
             return "cancelled"
         except ServiceError as err:
+            if reasoning is not None:
+                reasoning.close()
             result = self._failed(job, JobError(err.code.name, err.message, err.field))
             await self.events.record_result(result, ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "invalid").inc()
             return "failed"
         except (TimeoutError, grpc.aio.AioRpcError, Exception) as err:
             log.exception("search failed", extra={"job_id": job_id})
+            if reasoning is not None:
+                reasoning.close()
             code = "DEADLINE_EXCEEDED" if isinstance(err, TimeoutError) else "INTERNAL"
             await self.events.record_result(self._failed(job, JobError(code, str(err) or code)), ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "error").inc()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 # The chat value types (services/common/chat.py), re-exported: strategies import them from here.
@@ -90,6 +90,24 @@ class Generation:
 
 
 TextSink = Callable[[str], Awaitable[None]]
+ReasoningKind = Literal["tokens", "event"]
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of what the search is doing (ttc.v1.ReasoningDelta): ``kind`` "tokens" is text
+    the model decoded, "event" a line the search wrote between model calls. ``source`` names
+    the part of the search that wrote it ("candidate 3", "program 2", "beam 1.2", "vote"),
+    stable within a job (docs/streaming.md)."""
+
+    source: str
+    kind: ReasoningKind
+    text: str
+
+
+#: takes reasoning deltas as they happen; called synchronously (per token), so it must only
+#: buffer (the worker batches them into few job events)
+ReasoningSink = Callable[[ReasoningDelta], None]
 #: receives a policy call's text as the engine decodes it: (candidate index in the call, delta)
 CandidateTextSink = Callable[[int, str], Awaitable[None]]
 #: receives what a policy call had been sent when it ended without a result (cancelled, timed
@@ -239,20 +257,3 @@ class BudgetUsage:
     sandbox_runs: int = 0
     sandbox_seconds: float = 0.0
     wall_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """A human-readable progress line; the gateway streams ``message`` as reasoning."""
-
-    stage: str
-    message: str
-    usage: BudgetUsage = field(default_factory=BudgetUsage)
-
-
-ProgressFn = Callable[[ProgressEvent], Awaitable[None]]
-
-
-async def ignore_progress(event: ProgressEvent) -> None:
-    """The default progress sink."""
-    del event

@@ -3,14 +3,14 @@
 The gateway calls :func:`validate_job` (handed to it as a ``services.jobs.validation.JobValidator``)
 before enqueueing (bad input fails fast, naming the field, before any compute); the orchestrator
 worker calls :func:`run_search` with gRPC-backed (or any other) ``Policy``/``Verifier`` and a
-progress callback, and stores the returned ``SearchTrace``. :func:`replay` re-runs a stored
+reasoning sink, and stores the returned ``SearchTrace``. :func:`replay` re-runs a stored
 trace's job with the trace's seed and reports whether the same choices were made.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from google.protobuf import json_format
@@ -26,7 +26,7 @@ from services.search.interfaces import (
     Executor,
     Message,
     Policy,
-    ProgressEvent,
+    ReasoningSink,
     Shape,
     TextSink,
     Verifier,
@@ -40,8 +40,6 @@ from services.search.strategies.context import Context
 from services.search.strategies.results import Choice
 from services.search.strategies.runner import Execution, execute
 from services.search.trace import ReplayComparison, SeedStream, Trace, compare_choices
-
-ProgressCallback = Callable[[orchestrator_pb2.Progress], Awaitable[None]]
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -214,8 +212,8 @@ async def run_search(
     job: orchestrator_pb2.SearchJob,
     policy: Policy,
     verifier: Verifier,
-    on_progress: ProgressCallback | None = None,
     *,
+    on_reasoning: ReasoningSink | None = None,
     is_cancelled: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] | None = None,
     executor: Executor | None = None,
@@ -229,17 +227,12 @@ async def run_search(
     ``on_answer`` receives the answer text: token by token where the strategy generates its
     answer last (``single``, ``budget_forcing``) and the reply is that text, otherwise once,
     as soon as it is chosen; where the reply is a rendered value
-    (:mod:`services.search.presentation`), its evidence goes to ``on_progress`` first
-    (stage ``evidence``: the stream's reasoning). The deltas add up to ``result.answer``."""
-    prepared = prepare(job)
+    (:mod:`services.search.presentation`), its evidence goes to ``on_reasoning`` first (an
+    ``evidence`` event). The deltas add up to ``result.answer``.
 
-    async def progress(event: ProgressEvent) -> None:
-        if on_progress is not None:
-            await on_progress(
-                orchestrator_pb2.Progress(
-                    stage=event.stage, message=event.message, budget_used=usage_to_proto(event.usage)
-                )
-            )
+    ``on_reasoning`` receives what the search does while it runs: every model call's tokens,
+    labelled by candidate, and the events between (docs/streaming.md). A quiet job gets none."""
+    prepared = prepare(job)
 
     budget = Budget(prepared.limits) if clock is None else Budget(prepared.limits, clock=clock)
     trace = Trace(_render_prompt(prepared.problem), prepared.seed)
@@ -251,7 +244,7 @@ async def run_search(
         trace=trace,
         seeds=SeedStream(prepared.seed),
         sampling=prepared.sampling,
-        on_progress=progress,
+        reasoning=None if job.quiet else on_reasoning,
         is_cancelled=is_cancelled,
         executor=executor,
         shape=prepared.shape,
@@ -265,7 +258,7 @@ async def run_search(
     if execution.choice is not None:
         trace.mark_chosen(execution.choice.node_id)
         if result.reasoning:
-            await ctx.progress("evidence", result.reasoning)
+            ctx.event("evidence", result.reasoning)
         if on_answer is not None and not ctx.streamed and result.answer:
             await on_answer(result.answer)
     stored_job = orchestrator_pb2.SearchJob()

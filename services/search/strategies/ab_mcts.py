@@ -152,13 +152,12 @@ class _ABMCTS(Strategy):
                     if t is root or t.verdict is None
                     else refine_messages(ctx.problem, t.text, t.verdict),
                     offer=False,
+                    source="node",
                 )
                 for t in order
             ]
-            await ctx.progress(
-                "expand",
-                f"Round: {sum(1 for t in order if t is root)} wider, {sum(1 for t in order if t is not root)} deeper.",
-            )
+            wider = sum(1 for t in order if t is root)
+            ctx.event("search", f"round: {wider} wider, {len(order) - wider} deeper")
             results = await ctx.generate_many(requests)
             fresh: list[tuple[Node, Node]] = []
             for parent, generated in zip(order, results, strict=True):
@@ -168,7 +167,6 @@ class _ABMCTS(Strategy):
             usable = [(p, c) for p, c in fresh if c.text.strip()]
             if not usable:  # empty expansion: nothing new can be learned this round
                 break
-            await ctx.progress("score", f"Scoring {len(usable)} new answers with the {self.verifier.name} verifier.")
             verdicts = await ctx.verify(self.verifier, [c.text for _, c in usable], [c.node_id for _, c in usable])
             for (parent, child), verdict in zip(usable, verdicts, strict=True):  # tell
                 child.verdict = verdict

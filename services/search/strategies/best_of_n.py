@@ -35,14 +35,12 @@ class BestOfN(Strategy):
         return cls(n=n, verifier=verifier)
 
     async def run(self, ctx: Context) -> Outcome:
-        await ctx.progress("generate", f"Sampling {self.n} candidates.")
         generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id)
         scoreable = [g for g in generated if g.shown.strip()]
         if ctx.keys.structured:
             scoreable = [g for g in scoreable if ctx.keys.key(g.candidate)] or scoreable
         if not scoreable:
             return Outcome(None)
-        await ctx.progress("score", f"Scoring {len(scoreable)} candidates with the {self.verifier.name} verifier.")
         verdicts = await ctx.verify(self.verifier, [g.shown for g in scoreable], [g.node.id for g in scoreable])
         order = sorted(range(len(scoreable)), key=lambda i: (-verdicts[i].score, i))
         ctx.ranking = [
@@ -52,5 +50,5 @@ class BestOfN(Strategy):
         v = verdicts[best]
         choice = ctx.ranking[0]
         ctx.offer(choice, force=True)
-        await ctx.progress("select", f"Selected candidate {best + 1} of {len(scoreable)} (score {v.score:.3f}).")
+        ctx.event("select", f"chose {ctx.label(scoreable[best].node.id)} (score {v.score:.2f})")
         return Outcome(choice, "solved" if self.verifier.hard and v.passed else "completed")

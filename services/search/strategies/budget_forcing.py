@@ -68,9 +68,6 @@ class BudgetForcing(Strategy):
         thinking_tokens = 0
         waits = 0
         parent = ctx.trace.root.id
-        await ctx.progress(
-            "think", f"Thinking (at least {self.min_thinking_tokens}, at most {self.max_thinking_tokens} tokens)."
-        )
         while thinking_tokens < self.max_thinking_tokens:
             # Keep room for the answer: thinking never eats the tokens the answer needs.
             left = ctx.budget.tokens_left()
@@ -95,15 +92,13 @@ class BudgetForcing(Strategy):
             thinking_tokens += g.candidate.completion_tokens
             parent = g.node.id
             if g.candidate.finish_reason == "length" or thinking_tokens >= self.max_thinking_tokens:
-                await ctx.progress("force", f"Thinking cut at {thinking_tokens} tokens; forcing the answer.")
+                ctx.event("thinking", f"thinking cut at {thinking_tokens} tokens; forcing the answer")
                 break
             if thinking_tokens < self.min_thinking_tokens and waits < self.max_waits and g.text.strip():
                 waits += 1
                 prefix += self.wait_text
                 ctx.trace.add(parent, "wait", text=self.wait_text)
-                await ctx.progress(
-                    "wait", f"Stopped early at {thinking_tokens} tokens; appending {self.wait_text.strip()!r}."
-                )
+                ctx.event("thinking", f"stopped at {thinking_tokens} tokens; appending {self.wait_text.strip()!r}")
                 continue
             break
         prefix += f"\n{self.think_end}{self.final_prefix}"
@@ -117,6 +112,7 @@ class BudgetForcing(Strategy):
             stop=(),
             offer=False,
             on_text=_lstripped(ctx.answer_stream(shown)),
+            answer=True,
         )
         if not answer:
             return Outcome(None)

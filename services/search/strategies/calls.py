@@ -46,7 +46,12 @@ class GenRequest:
     logprobs: bool = False
     offer: bool = True
     shaped: bool = True  # a visible answer: the job's tools, constraint and logprobs apply
-    on_text: TextSink | None = None  # stream the text (n == 1) as the engine generates it
+    on_text: TextSink | None = None  # stream the text (n == 1) as the answer, as the engine generates it
+    #: what the candidates are called in the reasoning stream ("program" → "program 1",
+    #: "program 2", ...; one ending in "." joins without a space: "beam 2." → "beam 2.1");
+    #: "" names them by ``action``
+    source: str = ""
+    answer: bool = False  # the call decodes the reply itself: its tokens are the answer, not reasoning
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,9 @@ class Cascade(Strategy):
             score=share,
         )
         if settled:
-            await ctx.progress("cascade", f"Vote settled on the small model (share {share:.2f}).")
+            ctx.event("cascade", f"the small model's vote settled it (share {share:.2f})")
             return small
-        await ctx.progress("cascade", f"Vote share {share:.2f} < {self.threshold:.2f}: escalating to the larger model.")
+        ctx.event("cascade", f"vote share {share:.2f} < {self.threshold:.2f}: escalating to the larger model")
         own_policy = ctx.policy
         ctx.policy = ctx.escalation
         try:

@@ -127,7 +127,6 @@ class CodeExecution(Strategy):
         question = question_text(ctx.problem)
         entry = self.entry_point or problem_entry_point(question)
         root = ctx.trace.root.id
-        await ctx.progress("generate", f"Writing {self.n} candidate function(s) and {self.tests} test case(s).")
         # The greedy candidate alone first: a policy that fails at once fails before more is spent.
         candidates = await ctx.generate(1, parent_id=root, temperature=0.0)
         requests = [GenRequest(self.n - 1, root, "generate")] if self.n > 1 else []
@@ -145,7 +144,7 @@ class CodeExecution(Strategy):
             written.node.id if written is not None else root, "inputs",
             text="\n".join(describe(t, entry) for t in tests), visits=len(tests),
         )  # fmt: skip
-        await ctx.progress("execute", f"Running {len(candidates)} candidate(s) on {len(tests)} generated input(s).")
+        ctx.event("tests", f"running {len(candidates)} candidate(s) on {len(tests)} generated input(s)")
         imports = context_imports(question)
         calls = (self._execute(ctx, i, g, entry, tests, imports) for i, g in enumerate(candidates))
         runs = await asyncio.gather(*calls)
@@ -179,7 +178,6 @@ class CodeExecution(Strategy):
         """Score every runnable candidate on the user's tests (one verifier call)."""
         if self.user_tests is None or not entries:
             return
-        await ctx.progress("verify", f"Running the user's tests on {len(entries)} candidate(s).")
         chosen = [candidates[e.index] for e in entries]
         verdicts = await ctx.verify(self.user_tests, [g.text for g in chosen], [g.node.id for g in chosen])
         for entry, verdict in zip(entries, verdicts, strict=True):
@@ -190,7 +188,7 @@ class CodeExecution(Strategy):
         tied = tied_with_first(ranked) if self.select == "clusters" else []
         if self.judge is None or len(tied) < 2:
             return ranked
-        await ctx.progress("judge", f"{len(tied)} clusters tie; asking the {self.judge.name} judge.")
+        ctx.event("judge", f"{len(tied)} clusters tie; asking the {self.judge.name} judge")
         best = [candidates[c.best.index] for c in tied]
         verdicts = await ctx.verify(self.judge, [g.text for g in best], [g.node.id for g in best])
         for cluster, verdict in zip(tied, verdicts, strict=True):
@@ -211,7 +209,7 @@ class CodeExecution(Strategy):
             )  # fmt: skip
         if not ranked:
             first = next((g for g in candidates if g.text.strip()), None)
-            await ctx.progress("select", "No candidate ran on the inputs; answering with the first candidate.")
+            ctx.event("select", "no candidate ran on the inputs; answering with the first candidate")
             if first is None:
                 return Outcome(None)
             choice = first.choice()
@@ -221,11 +219,11 @@ class CodeExecution(Strategy):
         choice = ctx.ranking[0]
         ctx.offer(choice, force=True)
         top = ranked[0]
-        await ctx.progress(
+        abstained = len(candidates) - sum(len(c.members) for c in ranked)
+        ctx.event(
             "select",
-            f"Chose candidate {top.best.index + 1}: its cluster holds {len(top.members)} of {len(candidates)} "
-            f"candidate(s) ({len(ranked)} cluster(s); {len(candidates) - sum(len(c.members) for c in ranked)} "
-            "abstained).",
+            f"chose {ctx.label(candidates[top.best.index].node.id)}: its cluster holds {len(top.members)} of "
+            f"{len(candidates)} candidate(s) ({len(ranked)} cluster(s); {abstained} abstained)",
         )
         solved = self.user_tests is not None and top.best.user_score >= 1.0
         return Outcome(choice, "solved" if solved else "completed")

@@ -1,5 +1,5 @@
 """The search context: per-run state and a strategy's only door to the policy, the verifier,
-the sandbox, the budget, the trace and the progress stream.
+the sandbox, the budget, the trace and the reasoning stream.
 
 Because every call goes through the context, budget accounting, seeds, tracing, deadline and
 error handling are written once:
@@ -8,7 +8,9 @@ error handling are written once:
 - a failing policy, verifier or sandbox raises ``ComponentFailed`` (termination ``error``);
 - a policy call that ends early (the deadline, a failure mid-stream) still charges the tokens
   it had been sent (``Budget.charge_partial``);
-- the best answer offered so far is kept in ``best`` for the runner to return.
+- the best answer offered so far is kept in ``best`` for the runner to return;
+- every model call streams its decoded tokens to the reasoning sink, labelled by candidate
+  (``source``), unless it decodes the streamed answer itself (docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ from services.search.interfaces import (
     Message,
     Policy,
     ProgramRun,
-    ProgressEvent,
-    ProgressFn,
+    ReasoningSink,
     Shape,
     TextSink,
     Verdict,
@@ -41,6 +42,7 @@ from services.search.interfaces import (
 from services.search.strategies.calls import Generated, GenRequest, shown_text
 from services.search.strategies.config import Sampling
 from services.search.strategies.keys import VoteKeys
+from services.search.strategies.reasoning import NOUNS, ReasoningStream
 from services.search.strategies.results import Choice
 from services.search.strategies.verifier_choice import VerifierChoice
 from services.search.trace import SeedStream, Trace
@@ -66,7 +68,7 @@ class Context:
         trace: Trace,
         seeds: SeedStream,
         sampling: Sampling,
-        on_progress: ProgressFn,
+        reasoning: ReasoningSink | None = None,
         is_cancelled: Callable[[], bool] = lambda: False,
         executor: Executor | None = None,
         shape: Shape = NO_SHAPE,
@@ -83,7 +85,7 @@ class Context:
         self.trace = trace
         self.seeds = seeds
         self.sampling = sampling
-        self._on_progress = on_progress
+        self.reasoning = ReasoningStream(reasoning)
         self._is_cancelled = is_cancelled
         self.best: Choice | None = None
         self.candidates_generated = 0
@@ -127,11 +129,14 @@ class Context:
         if force or self.best is None or choice.rank() > self.best.rank():
             self.best = choice
 
-    async def progress(self, stage: str, message: str) -> None:
-        try:
-            await self._on_progress(ProgressEvent(stage=stage, message=message, usage=self.budget.usage()))
-        except Exception:  # a broken progress sink must not kill the search
-            logger.warning("progress callback failed", exc_info=True)
+    # -- reasoning stream ------------------------------------------------------------------
+    def event(self, source: str, text: str) -> None:
+        """Write a line between model calls (a vote's tally, a judge's score, an early stop)."""
+        self.reasoning.emit(source, "event", text)
+
+    def label(self, node_id: str, default: str = "candidate") -> str:
+        """The reasoning label of the candidate recorded as trace node ``node_id``."""
+        return self.reasoning.label(node_id, default)
 
     # -- calls ---------------------------------------------------------------------------
     def _check_cancelled(self) -> None:
@@ -162,6 +167,8 @@ class Context:
         offer: bool = True,
         shaped: bool = True,
         on_text: TextSink | None = None,
+        source: str = "",
+        answer: bool = False,
     ) -> list[Generated]:
         """Generate ``n`` candidates of one prompt (one engine call per ``MAX_BATCH``).
 
@@ -181,6 +188,8 @@ class Context:
             offer=offer,
             shaped=shaped,
             on_text=on_text,
+            source=source,
+            answer=answer,
         )
         return (await self.generate_many([request]))[0]
 
@@ -206,8 +215,8 @@ class Context:
             raise ComponentFailed.caused_by("policy", first_error) from first_error
         return results
 
-    async def _call(self, request: GenRequest) -> list[tuple[Generation, list[int]]]:
-        chunks: list[tuple[Generation, list[int]]] = []
+    async def _call(self, request: GenRequest) -> list[tuple[Generation, list[int], list[str]]]:
+        chunks: list[tuple[Generation, list[int], list[str]]] = []
         remaining = request.n
         sampling = self.sampling
         while remaining > 0:
@@ -215,6 +224,7 @@ class Context:
             want = min(remaining, MAX_BATCH)
             count, tokens = self.budget.reserve_policy_call(want, request.max_tokens or self.sampling.max_tokens)
             seeds = self.seeds.take(count)
+            labels = self.reasoning.labels(request.source or NOUNS.get(request.action, request.action), count)
             try:
                 generation = await self._bounded(
                     self.policy.generate(
@@ -232,7 +242,7 @@ class Context:
                             presence_penalty=sampling.presence_penalty,
                             frequency_penalty=sampling.frequency_penalty,
                         ),
-                        on_text=self._text_sink(request, count),
+                        on_text=self._text_sink(request, labels),
                         on_partial=self.budget.charge_partial,
                     )
                 )
@@ -246,27 +256,31 @@ class Context:
                 raise ComponentFailed.caused_by("policy", err) from err
             self.budget.release(count, tokens)
             self.budget.charge_generation(generation)
-            chunks.append((generation, seeds))
+            chunks.append((generation, seeds, labels))
             remaining -= want
             if count < want:  # the budget shrank this call: nothing is left for more
                 break
         return chunks
 
-    def _text_sink(self, request: GenRequest, count: int) -> CandidateTextSink | None:
-        """Where the call's decoded text goes as it comes: the answer stream (one candidate)."""
+    def _text_sink(self, request: GenRequest, labels: list[str]) -> CandidateTextSink | None:
+        """Where the call's decoded text goes as it comes: the answer stream (a call of one
+        candidate that decodes the answer), else the reasoning stream, one label a candidate.
+        A call that decodes the reply but cannot stream it (logprobs asked, several answers, a
+        job that takes its answer whole) streams nothing: its text comes once, as the answer,
+        never twice."""
         answer = request.on_text
-        if answer is None or count != 1:
-            return None
+        if answer is not None and len(labels) == 1:
 
-        async def to_answer(index: int, delta: str) -> None:
-            del index
-            await answer(delta)
+            async def to_answer(index: int, delta: str) -> None:
+                del index
+                await answer(delta)
 
-        return to_answer
+            return to_answer
+        return None if request.answer else self.reasoning.tokens(labels)
 
-    def _record(self, request: GenRequest, chunks: list[tuple[Generation, list[int]]]) -> list[Generated]:
+    def _record(self, request: GenRequest, chunks: list[tuple[Generation, list[int], list[str]]]) -> list[Generated]:
         results: list[Generated] = []
-        for generation, seeds in chunks:
+        for generation, seeds, labels in chunks:
             for i, candidate in enumerate(generation.candidates):
                 seed = candidate.seed or (seeds[i] if i < len(seeds) else 0)
                 node = self.trace.add(
@@ -277,6 +291,8 @@ class Context:
                     tokens=candidate.completion_tokens,
                 )
                 results.append(Generated(node, candidate))
+                if i < len(labels):
+                    self.reasoning.name(node.id, labels[i])
                 self.candidates_generated += 1
                 # Offered as a complete answer when the strategy says so; otherwise (a partial
                 # step, a thought) only as a last-resort fallback, marked as cut short.
@@ -345,6 +361,7 @@ class Context:
         ]
         for node_id, verdict in zip(node_ids, verdicts, strict=False):
             self.trace.get(node_id).score = verdict.score
+        self.reasoning.scores(verifier.name, node_ids, verdicts)
         return verdicts
 
     async def run_program(self, code: str, node_id: str, *, wall_seconds: float) -> ProgramRun:
@@ -368,6 +385,7 @@ class Context:
         except Exception as err:
             raise ComponentFailed.caused_by("sandbox", err) from err
         self.budget.charge_execution(run.wall_seconds)
+        self.reasoning.ran(node_id, run)
         self.trace.get(node_id).execution = orchestrator_pb2.ProgramExecution(
             status=run.status,
             stdout=run.stdout,

@@ -114,14 +114,13 @@ class MCTS(Strategy):
 
     async def run(self, ctx: Context) -> Outcome:
         root = TreeNode(ctx.trace.root.id, "", 0)
-        for sim in range(self.simulations):
+        for _ in range(self.simulations):
             leaf = self._select(root)
             if leaf.terminal or (leaf.expanded and not leaf.children):
                 # Nothing to expand: re-visit its known value (costs no policy call).
                 self._backup(leaf, leaf.solution[0] if leaf.solution else 0.0)
                 self._sync_trace(ctx, root)
                 continue
-            await ctx.progress("expand", f"Simulation {sim + 1}/{self.simulations}: expanding a node.")
             generated = await ctx.generate(
                 self.expansion_width,
                 parent_id=leaf.node_id,
@@ -178,7 +177,6 @@ class MCTS(Strategy):
                 if ch.terminal:
                     completions[ch.node_id] = (ch.prefix, ch.tokens, ch.node_id)
             texts = [completions[ch.node_id][0] for ch in children]
-            await ctx.progress("score", f"Simulation {sim + 1}: scoring {len(texts)} rollouts.")
             verdicts = await ctx.verify(self.verifier, texts, [completions[ch.node_id][2] for ch in children])
             for ch, verdict in zip(children, verdicts, strict=True):
                 text, tokens, solution_node = completions[ch.node_id]

@@ -219,22 +219,21 @@ class ProgramOfThought(Strategy):
         for index, size in enumerate(waves):
             # Chain-of-thought samples (hybrid) all come with the first wave: one concurrent round.
             cot = self.cot if index == 0 else 0
-            await ctx.progress("generate", f"Writing {size} program(s){self._cot_note(cot)}.")
             ballots.extend(await self._wave(ctx, messages, size, cot, first=index == 0, decimals=decimals))
             drawn += size
             if self.early_stop and drawn < self.n:
                 decision = should_stop(self._tally(ballots), float(self.n - drawn), self.confidence)
                 if decision.stop:
-                    await ctx.progress(
-                        "stop",
-                        f"Stopped early ({decision.reason}): {self.n - drawn} program(s) not drawn; "
-                        f"{decision.leader!r} leads with P={decision.probability:.2f}.",
+                    ctx.event(
+                        "vote",
+                        f"stopped early ({decision.reason}): {self.n - drawn} program(s) not drawn; "
+                        f"{decision.leader!r} leads with P={decision.probability:.2f}",
                     )
                     break
         saved = self.n - drawn
         ballots.extend(await self._resample(ctx, messages, ballots, decimals))
         if not any(b.key for b in ballots) and self.fallback and self.cot == 0:
-            await ctx.progress("fallback", "No program printed an answer; answering by chain of thought.")
+            ctx.event("vote", "no program printed an answer; answering by chain of thought")
             generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0)
             ballots.extend(self._cot_ballot(g, decimals) for g in generated)
         return await self._decide(ctx, ballots, saved)
@@ -253,16 +252,12 @@ class ProgramOfThought(Strategy):
             mean = sum(b.generated.candidate.completion_tokens for b in programs) / max(1, len(programs))
             if ctx.budget.tokens_left() < 2 * max(mean, 32.0):
                 break
-            await ctx.progress("resample", "No program computed an answer; sampling another program.")
             temperature = max(ctx.sampling.temperature, RESAMPLE_TEMPERATURE)
             written = await ctx.generate(1, parent_id=ctx.trace.root.id, action="program", messages=messages,
                                          temperature=temperature, max_tokens=self._max_tokens(ctx), offer=False,
                                          shaped=False)  # fmt: skip
             drawn.extend([await self._execute(ctx, g, decimals) for g in written])
         return drawn
-
-    def _cot_note(self, cot: int) -> str:
-        return f" and {cot} chain-of-thought solution(s)" if cot else ""
 
     @staticmethod
     def _tally(ballots: list[_Ballot]) -> dict[str, float]:
@@ -317,7 +312,7 @@ class ProgramOfThought(Strategy):
         if execution is not None:
             execution.answer = key
         if guess is not None:
-            await ctx.progress("abstain", f"A program abstains: it {guess} ({answer!r}).")
+            ctx.event(ctx.label(generated.node.id, "program"), f"abstains: it {guess} ({answer!r})")
         return _Ballot(
             generated, key, 1.0, program=program, output=run.stdout if key else "", answer=answer or "",
             abstained=guess or "",
@@ -328,7 +323,7 @@ class ProgramOfThought(Strategy):
         total = sum(b.weight for b in ballots) or 1.0
         if not votes:
             ctx.trace.add(ctx.trace.root.id, "vote", text="", score=0.0, visits=0)
-            await ctx.progress("vote", f"No candidate produced an answer ({saved} not drawn).")
+            ctx.event("vote", f"no candidate produced an answer ({saved} not drawn)")
             return Outcome(None)
         # Ties: the earliest ballot's answer wins (the greedy program comes first).
         order = {b.key: i for i, b in reversed(list(enumerate(ballots))) if b.key}
@@ -337,11 +332,13 @@ class ProgramOfThought(Strategy):
         chosen = next((b for b in members if b.program), members[0])
         ctx.trace.add(ctx.trace.root.id, "vote", text=winner, score=votes[winner] / total, visits=len(members))
         ctx.early_stop_saved += saved
-        await ctx.progress(
+        ranked = sorted(votes.items(), key=lambda kv: (-round(kv[1], 12), order[kv[0]]))
+        tally = ", ".join(f"{key[:80]!r}: {weight:g}" for key, weight in ranked[:5])
+        answered = sum(1 for b in ballots if b.program and b.key)
+        ctx.event(
             "vote",
-            f"Vote: {votes[winner]:g} of {total:g} vote weight on {winner!r} "
-            f"({sum(1 for b in ballots if b.program and b.key)} program(s) answered; {saved} candidate(s) saved "
-            "by early stopping).",
+            f"tally of {total:g}: {tally}{f', {len(ranked) - 5} more' if len(ranked) > 5 else ''} "
+            f"({answered} program(s) answered; {saved} not drawn)",
         )
         choice = Choice(
             text=evidence_text(chosen, ballots, votes, winner),

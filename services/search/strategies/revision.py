@@ -63,7 +63,6 @@ class Revision(Strategy):
         return cls(chains, rounds, verifier)
 
     async def run(self, ctx: Context) -> Outcome:
-        await ctx.progress("generate", f"Writing {self.chains} first attempt(s).")
         first = [g for g in await ctx.generate(self.chains, parent_id=ctx.trace.root.id) if g.text.strip()]
         if not first:
             return Outcome(None)
@@ -79,7 +78,7 @@ class Revision(Strategy):
             open_chains = [a for a in chains if not a.verdict.passed]
             if not open_chains:
                 break
-            await ctx.progress("refine", f"Round {round_ + 1}: revising {len(open_chains)} attempt(s) with feedback.")
+            ctx.event("revision", f"round {round_ + 1}: revising {len(open_chains)} attempt(s) with feedback")
             requests = [
                 GenRequest(
                     n=1,

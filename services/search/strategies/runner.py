@@ -27,7 +27,7 @@ async def execute(strategy: Strategy, ctx: Context) -> Execution:
     try:
         outcome = await strategy.run(ctx)
     except StopSearch as stop:
-        await ctx.progress("stop", f"stopped ({stop.termination}): {stop}")
+        ctx.event("stop", f"stopped ({stop.termination}): {stop}")
         error = str(stop) if stop.termination in ("error", "cancelled") else ""
         code, component = (stop.code, stop.component) if error else ("", "")
         return Execution(ctx.best, stop.termination, error, code, component)  # type: ignore[arg-type]

@@ -39,15 +39,18 @@ class Single(Strategy):
     async def run(self, ctx: Context) -> Outcome:
         root = ctx.trace.root.id
         if ctx.answers > 1:
-            await ctx.progress("generate", f"Generating {ctx.answers} answers.")
-            requests = [GenRequest(ctx.answers, root)]
+            requests = [GenRequest(ctx.answers, root, answer=True)]
             if self.greedy:
-                requests = [GenRequest(1, root, temperature=0.0), GenRequest(ctx.answers - 1, root)]
+                requests = [
+                    GenRequest(1, root, temperature=0.0, answer=True),
+                    GenRequest(ctx.answers - 1, root, answer=True),
+                ]
             generated = [g for batch in await ctx.generate_many(requests) for g in batch]
         else:
-            await ctx.progress("generate", "Generating one answer.")
             temperature = 0.0 if self.greedy else None
-            generated = await ctx.generate(1, parent_id=root, temperature=temperature, on_text=ctx.answer_stream())
+            generated = await ctx.generate(
+                1, parent_id=root, temperature=temperature, on_text=ctx.answer_stream(), answer=True
+            )
         if not generated:
             return Outcome(None)
         ctx.ranking = [g.choice() for g in generated]

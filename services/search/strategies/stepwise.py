@@ -102,10 +102,10 @@ async def step_search(ctx: Context, cfg: StepConfig) -> Outcome:
                     max_tokens=cfg.step_max_tokens,
                     stop=(cfg.delimiter,),
                     offer=False,
+                    source=f"beam {step + 1}.",
                 )
             )
             owners.append((members, per_path))
-        await ctx.progress("expand", f"Step {step + 1}: expanding {len(active)} path(s) x {cfg.expansion}.")
         results = await ctx.generate_many(requests)
 
         children: list[tuple[int, Path]] = []
@@ -136,7 +136,6 @@ async def step_search(ctx: Context, cfg: StepConfig) -> Outcome:
                 if not grew:  # empty expansion: the path ends as it stands
                     parent.finished = True
         if children:
-            await ctx.progress("score", f"Step {step + 1}: scoring {len(children)} prefixes with the PRM.")
             verdicts = await ctx.verify(cfg.verifier, [p.text for _, p in children], [p.node_id for _, p in children])
             for (_, path), verdict in zip(children, verdicts, strict=True):
                 path.score, path.passed, path.scored = verdict.score, verdict.passed, True
@@ -155,7 +154,7 @@ async def step_search(ctx: Context, cfg: StepConfig) -> Outcome:
     choice = _as_choice(best)
     ctx.offer(choice, force=True)
     solved = cfg.verifier.hard and best.passed and best.finished
-    await ctx.progress("select", f"Selected a path of {best.tokens} tokens (score {best.score:.3f}).")
+    ctx.event("select", f"chose {ctx.label(best.node_id, 'path')}: {best.tokens} tokens, score {best.score:.2f}")
     return Outcome(choice, "solved" if solved else "completed")
 
 

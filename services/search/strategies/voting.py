@@ -95,6 +95,18 @@ def ranking(order: Sequence[Cluster], generated: Sequence[Generated], scores: Se
     return first + rest
 
 
+def tally(order: Sequence[Cluster], total: int, shown: int = 5) -> str:
+    """A vote's event line: the clusters best first, each with its votes (and weight when it
+    differs), the first ``shown`` of them."""
+    parts = []
+    for c in order[:shown]:
+        votes = len(c.members)
+        weight = f" (weight {c.weight:.2f})" if abs(c.weight - votes) > 1e-9 else ""
+        parts.append(f"{c.key[:80] or '(no answer)'!r}: {votes}{weight}")
+    more = f", {len(order) - shown} more" if len(order) > shown else ""
+    return f"tally of {total}: " + ", ".join(parts) + more
+
+
 def representative(cluster: Cluster, generated: Sequence[Generated]) -> Generated:
     for i in cluster.members:
         if generated[i].candidate.finish_reason == "stop":
@@ -122,10 +134,7 @@ async def _vote_and_choose(
     total = sum(weights) or 1.0
     ctx.ranking = ranking(order, generated, scores)
     ctx.trace.add(ctx.trace.root.id, "vote", text=winner.key, score=winner.weight / total, visits=len(winner.members))
-    await ctx.progress(
-        stage,
-        f"Vote: {len(winner.members)} of {len(generated)} candidates agree on {winner.key or '(no answer)'!r}.",
-    )
+    ctx.event(stage, tally(order, len(generated)))
     score = safe_mean([scores[i] for i in winner.members]) if scores is not None else winner.weight / total
     choice = chosen.choice(
         score=score,
@@ -166,13 +175,11 @@ class SelfConsistency(Strategy):
 
     async def run(self, ctx: Context) -> Outcome:
         if not self.early_stop:
-            await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
             generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
             return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote")
         decimals = requested_decimals(question_text(ctx.problem))
         generated = []
         for size in wave_sizes(self.n, self.first_wave):
-            await ctx.progress("generate", f"Sampling {size} more independent solution(s).")
             generated += await ctx.generate(size, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
             left = self.n - len(generated)
             if left <= 0:
@@ -181,7 +188,7 @@ class SelfConsistency(Strategy):
             decision = should_stop(votes, float(left), self.confidence)
             if decision.stop:
                 ctx.early_stop_saved += left
-                await ctx.progress("stop", f"Stopped early ({decision.reason}): {left} sample(s) not drawn.")
+                ctx.event("vote", f"stopped early ({decision.reason}): {left} sample(s) not drawn")
                 break
         return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote", decimals)
 
@@ -203,11 +210,9 @@ class WeightedVote(Strategy):
         return cls(n=n, verifier=verifier)
 
     async def run(self, ctx: Context) -> Outcome:
-        await ctx.progress("generate", f"Sampling {self.n} independent solutions.")
         generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=True)
         if not generated:
             return Outcome(None)
-        await ctx.progress("score", f"Scoring {len(generated)} candidates with the {self.verifier.name} verifier.")
         verdicts = await ctx.verify(self.verifier, [g.shown for g in generated], [g.node.id for g in generated])
         scores = [v.score for v in verdicts]
         outcome = await _vote_and_choose(ctx, generated, scores, scores, [v.passed for v in verdicts], "vote")

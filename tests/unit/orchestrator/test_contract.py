@@ -4,11 +4,13 @@ strategy with scripted policies and verifiers (TreeQuest-style contract tests)."
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
 
 from services.gen.ttc.v1 import orchestrator_pb2
+from services.search.interfaces import ReasoningDelta
 from services.search.run import replay
 from services.search.run import run_search as _run_search
 from services.search.strategies import REGISTRY
@@ -205,14 +207,41 @@ async def test_replay_determinism(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
-async def test_progress_events_carry_budget(name: str) -> None:
-    events: list[T.Progress] = []
+async def test_every_model_call_streams_its_tokens_under_a_stable_label(name: str) -> None:
+    deltas: list[ReasoningDelta] = []
+    answer: list[str] = []
 
-    async def sink(p: T.Progress) -> None:
-        events.append(p)
+    async def on_answer(delta: str) -> None:
+        answer.append(delta)
 
-    await run_search(case_job(name), ScriptedPolicy(stepwise(["42"])), ScriptedVerifier(contains("42")), sink)
-    assert events
-    assert all(e.stage and e.message for e in events)
-    used = [e.budget_used.generated_tokens for e in events]
-    assert used == sorted(used)  # spend only grows
+    job = case_job(name)
+    job.stream_answer = True
+    policy = ScriptedPolicy(stepwise(["42"]))
+    result, trace = await run_search(
+        job, policy, ScriptedVerifier(contains("42")), on_reasoning=deltas.append, on_answer=on_answer
+    )
+    assert all(d.kind in ("tokens", "event") and d.source and d.text for d in deltas)
+    tokens = [d for d in deltas if d.kind == "tokens"]
+    if name == "single":  # its one call decodes the answer: answer deltas, never the same text twice
+        assert not tokens and "".join(answer) == result.answer
+        return
+    assert tokens, "no model tokens streamed"
+    texts: dict[str, str] = {}
+    for d in tokens:
+        assert re.fullmatch(r"[a-z]+ \d+|beam \d+\.\d+", d.source), d.source
+        texts[d.source] = texts.get(d.source, "") + d.text
+    # One label, one candidate: what streamed under it is exactly a generated candidate's text.
+    drawn = [n.text for n in trace.nodes if n.action in GENERATING_ACTIONS]
+    assert all(text in drawn for text in texts.values())
+    # Every candidate of every streamed call has its own label (the scripted texts are never empty).
+    assert len(texts) == sum(c.n for c in policy.calls if c.streamed)
+
+
+@pytest.mark.parametrize("name", ALL)
+async def test_a_quiet_job_streams_nothing_and_asks_for_no_stream(name: str) -> None:
+    deltas: list[ReasoningDelta] = []
+    job = case_job(name)
+    job.quiet = True
+    policy = ScriptedPolicy(stepwise(["42"]))
+    await run_search(job, policy, ScriptedVerifier(contains("42")), on_reasoning=deltas.append)
+    assert deltas == [] and not any(c.streamed for c in policy.calls)

@@ -7,6 +7,7 @@ from google.protobuf import struct_pb2
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
+from services.search.interfaces import ReasoningDelta
 from services.search.run import replay, run_search, validate_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 
@@ -69,13 +70,9 @@ async def test_invalid_job_spends_nothing() -> None:
 
 
 async def test_run_search_result_and_trace() -> None:
-    events: list[orchestrator_pb2.Progress] = []
-
-    async def on_progress(p: orchestrator_pb2.Progress) -> None:
-        events.append(p)
-
+    events: list[ReasoningDelta] = []
     policy = ScriptedPolicy(answers_by_seed(["42", "42", "41"]))
-    result, trace = await run_search(make_job(), policy, ScriptedVerifier(contains("42")), on_progress)
+    result, trace = await run_search(make_job(), policy, ScriptedVerifier(contains("42")), on_reasoning=events.append)
     assert result.termination == orchestrator_pb2.TERMINATION_COMPLETED
     assert "42" in result.answer
     assert result.candidates_generated == 5
@@ -84,7 +81,11 @@ async def test_run_search_result_and_trace() -> None:
     assert result.trace_id == trace.trace_id == "job-1"
     assert trace.job.seed == 1234 and trace.nodes[0].action == "prompt"
     assert any(n.chosen and n.action == "generate" for n in trace.nodes)
-    assert events and events[-1].budget_used.generated_tokens > 0
+    # Five candidates streamed under five labels, then the vote's tally.
+    assert {e.source for e in events if e.kind == "tokens"} == {f"candidate {i}" for i in range(1, 6)}
+    kinds = [(e.kind, e.source) for e in events]
+    tally = kinds.index(("event", "vote"))
+    assert all(kind == "tokens" for kind, _ in kinds[:tally]) and events[tally].text == "tally of 5: '42': 5"
 
 
 async def test_job_without_seed_is_still_reproducible() -> None:
@@ -110,12 +111,15 @@ async def test_replay_matches_and_detects_divergence() -> None:
     assert comparison.first_divergence is not None
 
 
-async def test_grpc_style_progress_sink_failure_does_not_kill_the_search() -> None:
-    async def broken(p: orchestrator_pb2.Progress) -> None:
+async def test_a_failing_reasoning_sink_does_not_kill_the_search() -> None:
+    def broken(delta: ReasoningDelta) -> None:
         raise RuntimeError("redis down")
 
     result, _ = await run_search(
-        make_job("single", n=1), ScriptedPolicy(answers_by_seed(["3"])), ScriptedVerifier(contains("3")), broken
+        make_job("self_consistency", n=3),
+        ScriptedPolicy(answers_by_seed(["3"])),
+        ScriptedVerifier(contains("3")),
+        on_reasoning=broken,
     )
     assert result.termination == orchestrator_pb2.TERMINATION_COMPLETED
 
