@@ -6,8 +6,8 @@ search opened by a header line (``labels.py``) and every chunk labelled in ``del
 (``{"source": "candidate 2", "kind": "tokens"}``); the chosen answer's text as ``content``
 deltas as the worker streams them (``answer_delta`` events, token by token where the strategy
 generates the answer last); once the search ends, the chosen answer's evidence
-(``SearchResult.reasoning``: the program, its output and the votes) closes the reasoning
-under the source ``evidence``, then its tool calls as
+(``SearchResult.reasoning``: the program, its output and the votes) under the source
+``evidence`` unless the search streamed it itself, then its tool calls as
 ``tool_calls`` deltas, the further answers of ``n`` > 1 (choices 1..n-1), the answers' token
 logprobs, one finish chunk per choice and, when asked, a usage chunk with the ``ttc`` report.
 A client that opted out of reasoning (``ttc.stream_reasoning: false``) gets no
@@ -62,6 +62,7 @@ class Chunks:
         self.created = created
         self.labels = Labels()
         self.reasoning_text = ""  # every reasoning character sent, headers included
+        self.sources: set[str] = set()  # the sources streamed (the search sends its own ``evidence``)
 
     def _chunk(self, choices: list[Any], usage: Any = None, report: Any = None) -> bytes:
         if self.chat:
@@ -95,6 +96,7 @@ class Chunks:
             return None
         shown = self.labels.text(source, kind, text)
         self.reasoning_text += shown
+        self.sources.add(source)
         delta = ChunkDelta(reasoning_content=shown, ttc=ReasoningLabel(source=source, kind=kind))
         return self.delta(delta, index)
 
@@ -117,7 +119,7 @@ class Chunks:
             if reasoning and self.chat and answer.reasoning:
                 if index > 0:
                     out.append(self.delta(ChunkDelta(reasoning_content=answer.reasoning), index))
-                elif not self.reasoning_text.rstrip().endswith(answer.reasoning.strip()):
+                elif EVIDENCE not in self.sources:  # a worker that did not stream it
                     piece = self.reasoning(EVIDENCE, EVENT, answer.reasoning)
                     out += [piece] if piece is not None else []
             if text:

@@ -219,3 +219,14 @@ async def test_responses_stream_reasoning_text_events_the_sdk_accumulates(client
     assert [d["delta"] for n, d in parsed if n == "response.output_text.delta"] == ["4", "2"]
     assert accumulate(parsed).output_text == "42"
     await asyncio.sleep(0)
+
+
+async def test_evidence_the_search_streamed_itself_is_not_sent_again(client: aioredis.Redis) -> None:
+    await client.flushdb()
+    events = JobEvents(client, 600)
+    await events.publish(JOB, deltas(("program 1", "tokens", "print(42)"), ("evidence", "event", EVIDENCE)))
+    await events.publish(JOB, orchestrator_pb2.JobEvent(job_id=JOB, answer_delta="42"))
+    await events.record_result(final(), "succeeded")
+    chunks = await _chat(await _session(client, "evidence-once"))
+    labels = [c["choices"][0]["delta"].get("ttc") for c in chunks if c["choices"]]
+    assert labels.count({"source": "evidence", "kind": "event"}) == 1
