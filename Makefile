@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image clean
+.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -30,6 +30,24 @@ system:
 sandbox-image: system
 	CONTAINER_CLI_FLAGS="$$(command -v podman >/dev/null && command -v runc >/dev/null && echo --runtime runc)" \
 	    scripts/build_sandbox_image.sh
+
+# The compose file's core profile images (gateway, orchestrator, verifier, sandbox, policy-cpu,
+# Redis, Prometheus), from Debian and PyPI packages with no registry by default
+# (TTC_IMAGE_SOURCE=registry for the registry bases). Built once and kept: the wheels once per
+# requirements.lock (llama.cpp compiled with the portable flags, about ten minutes of two cores),
+# the bases once per package list (docs/deployment.md).
+TTC_IMAGE_SOURCE ?= debian
+core-images: system
+	TTC_IMAGE_SOURCE=$(TTC_IMAGE_SOURCE) scripts/build_core_images.sh
+
+# The core profile started for real with podman-compose: one chat completion per effort through
+# the gateway, every Prometheus target up, then torn down (also on failure); the summary goes to
+# docs/data/compose_smoke/<date>.json. Not part of `make test`: the first run builds the images
+# (~25 min on two cores, most of it compiling llama.cpp once) and a cached run still takes
+# several minutes, while CI's `make test` already takes ~40 of its 45 minutes. Run it by hand,
+# under the model lock on a shared machine.
+compose-smoke: system $(VENV)/.installed
+	TTC_IMAGE_SOURCE=$(TTC_IMAGE_SOURCE) $(PY) scripts/compose_smoke.py
 
 # llama.cpp is compiled on install. A native build (llama.cpp's default) carries the build
 # host's instructions (AMX, AVX-512) and dies with SIGILL on any other CPU, so it is built for
