@@ -20,7 +20,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -34,13 +33,17 @@ from services.gateway.limits import Limiter, Reservation, budget_of
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan, Planner
 from services.gateway.planning import Request as PlannedRequest
-from services.gateway.protocol import TTCOptions, Usage
+from services.gateway.session_events import AnswerDelta as AnswerDelta
+from services.gateway.session_events import Event as Event
+from services.gateway.session_events import Finished as Finished
+from services.gateway.session_events import Reasoning as Reasoning
+from services.gateway.session_events import TimedOut as TimedOut
+from services.gateway.session_events import reasoning_of
+from services.gateway.session_events import wants_reasoning as wants_reasoning
 from services.gateway.tracing import annotate_plan, annotate_usage, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.queue import JobQueue
 from services.jobs.record import JobKind, JobRecord, MalformedJobRecord
-
-ReasoningDeltas = orchestrator_pb2.ReasoningDeltas
 
 log = logging.getLogger(__name__)
 
@@ -48,58 +51,6 @@ log = logging.getLogger(__name__)
 # worker deadline (from the start) plus RUN_GRACE_S, for the search to end with its best answer.
 QUEUE_GRACE_S = 5.0
 RUN_GRACE_S = 30.0
-
-
-@dataclass(frozen=True)
-class Reasoning:
-    """What the search is doing: ``source`` the part that wrote it ("candidate 3", "vote"),
-    ``kind`` "tokens" (text the model decoded) or "event" (a line the search wrote)."""
-
-    source: str
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True)
-class AnswerDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class Finished:
-    result: orchestrator_pb2.SearchResult
-    record: JobRecord  # the record written at enqueue, with the worker's start and the finish
-    usage: Usage
-
-
-@dataclass(frozen=True)
-class TimedOut:
-    """The deadline passed; ``started``: a worker had started the job (else it never left the queue)."""
-
-    job_id: str
-    started: bool
-
-
-Event = Reasoning | AnswerDelta | Finished | TimedOut
-
-
-def wants_reasoning(options: TTCOptions | None) -> bool:
-    """A streamed reply carries the search's reasoning unless the client said ``ttc.stream_reasoning: false``."""
-    return options is None or options.stream_reasoning is not False
-
-
-def reasoning_of(deltas: ReasoningDeltas) -> list[Reasoning]:
-    """One job event's deltas, with neighbours of the same source and kind joined (the worker's
-    window may split one candidate's text in many deltas: one renders them as one chunk)."""
-    out: list[Reasoning] = []
-    for delta in deltas.deltas:
-        if not delta.text:
-            continue
-        if out and (out[-1].source, out[-1].kind) == (delta.source, delta.kind):
-            out[-1] = Reasoning(delta.source, delta.kind, out[-1].text + delta.text)
-        else:
-            out.append(Reasoning(delta.source, delta.kind, delta.text))
-    return out
 
 
 async def hung_up(http: Request) -> None:
