@@ -50,7 +50,7 @@ def body(i: int, stream: bool, args: argparse.Namespace) -> dict[str, Any]:
         "seed": i,
         "stream": stream,
         **({"stream_options": {"include_usage": True}} if stream else {}),
-        "ttc": {"strategy": args.strategy, "n": args.n},
+        "ttc": {"strategy": args.strategy, "n": args.n, "params": json.loads(args.params)},
     }
 
 
@@ -117,8 +117,16 @@ def main() -> None:
     parser.add_argument("--strategy", default="self_consistency")
     parser.add_argument("--n", type=int, default=4, help="candidates per request")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--params",
+        default='{"logprobs": false}',
+        help="strategy params (JSON); self-consistency without its logprob tie-break streams every token "
+        "(with logprobs a call goes unary and its text streams once per call): the dearer case",
+    )
     args = parser.parse_args()
-    started = provenance(MODEL, concurrency=args.concurrency, strategy=args.strategy, n=args.n)
+    started = provenance(
+        MODEL, concurrency=args.concurrency, strategy=args.strategy, n=args.n, params=json.loads(args.params)
+    )
     redis_server = RedisServer().start()
     stack = GatewayStack(redis_server)
     try:
