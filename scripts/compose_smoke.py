@@ -171,6 +171,16 @@ def image_facts(env: dict[str, str], names: list[str]) -> list[dict[str, Any]]:
     return facts
 
 
+def preflight() -> str | None:
+    """Why podman cannot run the stack here, or None: compose names need a DNS plugin on CNI."""
+    backend = sh(["podman", "info", "--format", "{{.Host.NetworkBackend}}"]).stdout.strip()
+    plugin_dirs = (Path("/usr/lib/cni"), Path("/usr/libexec/cni"), Path("/opt/cni/bin"))
+    if backend == "cni" and not any((d / "dnsname").exists() for d in plugin_dirs):
+        package = "golang-github-containernetworking-plugin-dnsname"
+        return f"podman uses CNI without the dnsname plugin (no compose names): apt-get install {package}"
+    return None
+
+
 def git_describe() -> str:
     return sh(["git", "describe", "--always", "--dirty"]).stdout.strip()
 
@@ -187,6 +197,9 @@ def main() -> int:
     if not podman_compose.exists():
         sys.exit(f"{podman_compose} missing: pip install -c requirements.lock podman-compose (the dev extra)")
 
+    problem = preflight()
+    if problem:
+        sys.exit(problem)
     summary: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git": git_describe(),
