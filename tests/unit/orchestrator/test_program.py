@@ -177,3 +177,33 @@ async def test_the_program_prompt_never_sees_the_answer_format_and_the_reply_app
     assert "Answer:" not in prompt and "6 times 7" in prompt
     assert result.answer == "Answer: 42"
     assert "```python" in result.reasoning and "```" not in result.answer
+
+
+async def test_programs_stream_as_they_are_written_and_each_run_follows_under_its_label() -> None:
+    from services.search.interfaces import ReasoningDelta
+
+    deltas: list[ReasoningDelta] = []
+    policy = ScriptedPolicy(programs_by_seed(["42", "raise", "42"], in_order=True))
+    result, trace = await run_search(
+        pot_job(3, early_stop=False), policy, NO_VERIFIER, executor=ScriptedExecutor(), on_reasoning=deltas.append
+    )
+    assert "42" in result.answer
+    written: dict[str, str] = {}
+    for d in deltas:
+        if d.kind == "tokens":
+            written[d.source] = written.get(d.source, "") + d.text
+    assert sorted(written) == ["program 1", "program 2", "program 3"]
+    assert sorted(written.values()) == sorted(n.text for n in trace.nodes if n.action == "program")
+    runs = {d.source: d.text for d in deltas if d.kind == "event" and d.source.startswith("program")}
+    assert sorted(runs) == ["program 1", "program 2", "program 3"]
+    assert sum(text.startswith("ran ok") and text.endswith("printed: 42") for text in runs.values()) == 2
+    assert sum(text.startswith("ran: runtime_error") for text in runs.values()) == 1
+    # each run after its program's tokens, and the tally after every run
+    order = [(d.kind, d.source) for d in deltas]
+    for source in runs:
+        last_token = max(i for i, o in enumerate(order) if o == ("tokens", source))
+        assert order.index(("event", source)) > last_token
+    tally = next(d for d in deltas if d.source == "vote")
+    assert tally.text.startswith("tally of 3: '42': 2") and deltas.index(tally) > max(
+        order.index(("event", s)) for s in runs
+    )

@@ -133,3 +133,23 @@ async def test_trace_round_trips_through_proto() -> None:
     rebuilt = Trace.from_proto(trace)
     assert [n.to_proto() for n in rebuilt.nodes] == list(trace.nodes)
     assert rebuilt.root.action == "prompt" and rebuilt.get(trace.nodes[-1].id).text == trace.nodes[-1].text
+
+
+async def test_a_judges_scores_and_an_early_stop_are_events_naming_the_candidates() -> None:
+    deltas: list[ReasoningDelta] = []
+    policy = ScriptedPolicy(answers_by_seed(["42", "41"]))
+    await run_search(make_job("best_of_n", n=3), policy, ScriptedVerifier(contains("42")), on_reasoning=deltas.append)
+    judged = [d for d in deltas if d.source == "judge"]
+    assert len(judged) == 1 and judged[0].kind == "event"
+    assert judged[0].text.startswith("orm: candidate 1 ") and "candidate 3" in judged[0].text
+    events = [d.source for d in deltas if d.kind == "event"]
+    assert events.index("judge") < events.index("select")  # then the rendered reply's evidence
+
+    deltas.clear()
+    job = make_job("self_consistency", n=12, early_stop=True, first_wave=3)
+    await run_search(
+        job, ScriptedPolicy(answers_by_seed(["7"])), ScriptedVerifier(contains("7")), on_reasoning=deltas.append
+    )
+    stops = [d.text for d in deltas if d.source == "vote" and d.text.startswith("stopped early")]
+    assert len(stops) == 1 and "not drawn" in stops[0]
+    assert {d.source for d in deltas if d.kind == "tokens"} == {"candidate 1", "candidate 2", "candidate 3"}
