@@ -39,7 +39,8 @@ PROMPTS = {
 }
 EFFORTS = ("default", "high")
 MAX_TOKENS = 48  # each visible answer
-TOTAL_TOKENS = 256  # everything the request generates: the search stays short
+TOTAL_TOKENS = 256  # everything a chat request generates: the search stays short
+RESPONSE_TOKENS = 512  # max_output_tokens, which also caps the answer: room for it not to be cut
 RECORDS: list[dict[str, Any]] = []
 ROUTING_TABLE = GatewaySettings.model_fields["routing_table"].default
 
@@ -113,14 +114,17 @@ def test_responses_stream_the_search_as_a_reasoning_item_before_the_message(
     start = time.perf_counter()
     reasoning: Any = omit if effort == "default" else {"effort": effort}
     seen: list[tuple[float, str, str]] = []
+    types: list[str] = []
+    last: Any = None
     with client.responses.stream(
         model=MODEL,
         input=PROMPTS[prompt],
-        max_output_tokens=TOTAL_TOKENS,
+        max_output_tokens=RESPONSE_TOKENS,
         reasoning=reasoning,
     ) as stream:
-        for event in stream:
+        for event in stream:  # each event goes through the SDK's accumulator as it is read
             now = time.perf_counter() - start
+            types.append(event.type)
             if event.type == "response.reasoning_text.delta":
                 label = (event.model_extra or {}).get("ttc")
                 assert isinstance(label, dict) and label.get("source") and label.get("kind") in ("tokens", "event")
@@ -128,14 +132,17 @@ def test_responses_stream_the_search_as_a_reasoning_item_before_the_message(
             elif event.type == "response.output_text.delta":
                 seen.append((now, "content", "tokens"))
             elif event.type in ("response.completed", "response.incomplete"):
-                seen.append((now, "end", ""))
-        final = stream.get_final_response()  # the SDK's accumulator took the whole stream
+                last, ended = event, now
+        assert last is not None, f"no final lifecycle event: {types[-5:]}"
+        # The accumulator's final object exists for a completed response only (the SDK's rule);
+        # an answer cut at the cap ends with response.incomplete and its own final object.
+        final: Any = stream.get_final_response() if last.type == "response.completed" else last.response
     assert final.output and final.output[0].type == "reasoning"
     if any(kind == "reasoning" for _, kind, _ in seen):
         assert final.output[0].content, "the final reasoning item holds the streamed reasoning text"
     assert final.output_text.strip()
     strategy = (final.model_extra or {}).get("ttc", {}).get("strategy")
-    _check_and_record("responses", prompt, effort, [s for s in seen if s[1] != "end"], strategy, ended=seen[-1][0])
+    _check_and_record("responses", prompt, effort, seen, strategy, ended=ended, final=last.type)
 
 
 def _check_and_record(
@@ -145,6 +152,7 @@ def _check_and_record(
     seen: list[tuple[float, str, str]],
     strategy: str | None,
     ended: float | None = None,
+    final: str | None = None,
 ) -> None:
     case = f"{endpoint}/{prompt}/{effort} ({strategy})"
     reasoning = [s for s in seen if s[1] == "reasoning"]
@@ -174,5 +182,6 @@ def _check_and_record(
             "reasoning_deltas": len(reasoning),
             "reasoning_token_deltas": sum(s[2] == "tokens" for s in reasoning),
             "content_deltas": len(content),
+            **({"final_event": final} if final else {}),
         }
     )
