@@ -42,10 +42,10 @@ core-images: system
 
 # The core profile started for real with podman-compose: one chat completion per effort through
 # the gateway, every Prometheus target up, then torn down (also on failure); the summary goes to
-# docs/data/compose_smoke/<date>.json. Not part of `make test`: the first run builds the images
-# (~25 min on two cores, most of it compiling llama.cpp once) and a cached run still takes
-# several minutes, while CI's `make test` already takes ~40 of its 45 minutes. Run it by hand,
-# under the model lock on a shared machine.
+# docs/data/compose_smoke/<date>.json. Not part of `make test`, which already takes ~40 of
+# CI's 45 minutes: the first run compiles llama.cpp once and builds seven images (the gateway
+# image alone took 22 min on two shared cores), and even with every image cached it starts
+# seven containers and loads a model. Run it by hand, under the model lock on a shared machine.
 compose-smoke: system $(VENV)/.installed
 	TTC_IMAGE_SOURCE=$(TTC_IMAGE_SOURCE) $(PY) scripts/compose_smoke.py
 
