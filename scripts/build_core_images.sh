@@ -32,6 +32,8 @@ suite="${VERSION_CODENAME:?no VERSION_CODENAME in /etc/os-release}"
 roles=(gateway orchestrator verifier sandbox policy-cpu)
 build_args=()
 volumes=()
+# podman writes OCI images by default, which drop the Dockerfile's HEALTHCHECKs; keep them.
+if [[ $cli == *podman* ]]; then build_args+=(--format docker); fi
 case "$source" in
     debian)
         # docker build cannot mount a folder into RUN steps; podman (buildah) can.
