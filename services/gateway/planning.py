@@ -42,6 +42,7 @@ from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
+from services.gateway.session_events import wants_reasoning
 from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import admission_attributes, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
@@ -359,8 +360,9 @@ class Planner:
             top_logprobs=top_logprobs_of(req),
             answers=req.choices(),
             stream_answer=bool(req.stream),
-            # A request that waits reads only the result: no progress events to publish.
-            quiet=not req.stream and not req.background,
+            # A request that waits reads only the result, and one that opted out of reasoning
+            # (ttc.stream_reasoning: false) reads none of it: no reasoning events to publish.
+            quiet=(not req.stream and not req.background) or not wants_reasoning(req.ttc),
             owner=owner,  # the creating key's name: the trace store records it
             strategy=orchestrator_pb2.StrategySpec(
                 name=route.strategy, n=route.n, verifier=route.verifier or "", params=params if route.params else None

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 import grpc
 from google.protobuf import json_format
 
+from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import (
     common_pb2,
     policy_pb2,
     policy_pb2_grpc,
     sandbox_pb2,
-    sandbox_pb2_grpc,
     verifier_pb2,
     verifier_pb2_grpc,
 )
@@ -315,19 +315,18 @@ class GrpcExecutor:
     only ever run there (no network, limits, a private tmp), never in the worker."""
 
     def __init__(self, channel: grpc.aio.Channel, *, request_id: str = "", timeout: float = 120.0):
-        self._stub = sandbox_pb2_grpc.SandboxStub(channel)
+        self._sandbox = SandboxClient("sandbox", channel=channel)  # the worker's channel: it stays open
         self._request_id = request_id
         self._timeout = timeout
 
     async def run(self, code: str, *, wall_seconds: float) -> ProgramRun:
-        request = sandbox_pb2.ExecuteRequest(
-            language="python",
-            code=code,
-            limits=sandbox_pb2.Limits(wall_seconds=wall_seconds, max_output_bytes=_MAX_OUTPUT_BYTES),
-            request_id=self._request_id,
-        )
         try:
-            response = await self._stub.Execute(request, timeout=min(self._timeout, wall_seconds + 60.0))
+            response = await self._sandbox.execute(
+                code,
+                limits=sandbox_pb2.Limits(wall_seconds=wall_seconds, max_output_bytes=_MAX_OUTPUT_BYTES),
+                request_id=self._request_id,
+                timeout=min(self._timeout, wall_seconds + 60.0),
+            )
         except grpc.aio.AioRpcError as err:
             raise ComponentError("sandbox", err.details() or err.code().name, err.code().name) from err
         outcome = response.outcome

@@ -198,3 +198,18 @@ def test_a_default_max_tokens_is_capped_and_an_explicit_one_refused() -> None:
     with pytest.raises(InvalidArgument) as caught:
         planner.check(CompletionRequest(model="m", prompt="hi", max_tokens=16))
     assert caught.value.field == "max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("extra", "quiet"),
+    [
+        ({}, True),  # waits for the result: nobody reads the events
+        ({"stream": True}, False),
+        ({"stream": True, "ttc": {"stream_reasoning": False}}, True),  # the answer alone: nothing to publish
+    ],
+    ids=["waits", "streams", "streams-no-reasoning"],
+)
+async def test_planning_decides_whether_the_worker_publishes_reasoning(extra: Any, quiet: bool) -> None:
+    plan = await _planner(Watch(), Validator(), Estimator()).plan(_chat(**extra), queue_depth=0)
+    assert plan.job.quiet is quiet
+    assert plan.job.stream_answer is bool(extra.get("stream"))
