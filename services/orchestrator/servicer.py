@@ -1,13 +1,17 @@
 """The Orchestrator gRPC service: ``RunSearch`` runs a job directly (no queue) and streams its
 events; ``GetTrace`` reads a stored trace. For benchmarks and tools that want a search
-without the gateway; served by each worker process on its own event loop."""
+without the gateway; served by each worker process on its own event loop.
+
+Its policy adapters come from the worker (``policy_for``), so a job run here gets what a queued
+job gets: the replica affinity of its deployment, the wait for a restarting policy, and the
+cascade's larger deployment."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 from google.protobuf.json_format import ParseDict
@@ -15,24 +19,28 @@ from google.protobuf.json_format import ParseDict
 from services.common.errors import NotFound
 from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from services.jobs.trace_store import TraceStore
-from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
+from services.orchestrator.clients import GrpcExecutor, GrpcVerifier
 from services.orchestrator.reasoning import ReasoningBatcher
+from services.search.interfaces import Policy
 from services.search.run import run_search, validate_job
+
+#: the policy adapter for a model's deployment, for one job, with the call timeout
+PolicyFor = Callable[[str, orchestrator_pb2.SearchJob, float], Awaitable[Policy]]
 
 
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(
         self,
-        policy_channel: grpc.aio.Channel,
+        policy_for: PolicyFor,
         verifier_channel: grpc.aio.Channel,
         sandbox_channel: grpc.aio.Channel,
         traces: TraceStore,
-        policy_channel_for: Callable[[str], grpc.aio.Channel] | None = None,
+        *,
         judge_model: str = "",
+        escalation_model: str = "",
     ):
-        self.policy_channel = policy_channel
-        # The policy deployment of a job's model (several models behind one orchestrator).
-        self.policy_channel_for = policy_channel_for or (lambda model: policy_channel)
+        self.policy_for = policy_for
+        self.escalation_model = escalation_model  # the cascade's larger deployment (TTC_ORCHESTRATOR_ESCALATION_MODEL)
         self.verifier_channel = verifier_channel
         self.sandbox_channel = sandbox_channel
         self.traces = traces
@@ -47,7 +55,9 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             job.job_id = uuid.uuid4().hex
         validate_job(job)  # InvalidArgument → INVALID_ARGUMENT naming the field
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else 600.0
-        policy = GrpcPolicy(self.policy_channel_for(job.model), job.model, request_id=job.job_id, timeout=timeout)
+        policy = await self.policy_for(job.model, job, timeout)
+        larger = self.escalation_model
+        escalation = await self.policy_for(larger, job, timeout) if larger and larger != job.model else None
         judge = self.judge_model or job.model
         verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job.job_id, timeout=timeout)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job.job_id, timeout=timeout)
@@ -78,6 +88,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
                 on_reasoning=reasoning.add if reasoning is not None else None,
                 executor=executor,
                 on_answer=sink,
+                escalation=escalation,
             )
         )
         try:

@@ -78,7 +78,6 @@ class JobRunner:
         self.policy_targets = parse_targets(self.settings.policy_targets)
         targets = {self.settings.policy_target, *self.policy_targets.values()}
         self.policy_channels = {t: insecure_channel(t) for t in sorted(targets)}
-        self.policy_channel = self.policy_channels[self.settings.policy_target]
         # Prefix affinity: every call of a job to one replica of its deployment (services/common/replicas.py).
         fixed = [a.strip() for a in self.settings.policy_replicas.split(",") if a.strip()]
         self.policy_routers = {
@@ -109,12 +108,12 @@ class JobRunner:
 
         server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
         servicer = OrchestratorServicer(
-            self.policy_channel,
+            self._policy,
             self.verifier_channel,
             self.sandbox_channel,
             self.traces,
-            self.policy_channel_for,
             judge_model=self.settings.judge_model,
+            escalation_model=self.settings.escalation_model,
         )
         orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
         health = health_aio.HealthServicer()
@@ -125,10 +124,6 @@ class JobRunner:
         await health.set("", health_pb2.HealthCheckResponse.SERVING)
         await health.set("ttc.v1.Orchestrator", health_pb2.HealthCheckResponse.SERVING)
         self.grpc_server = server
-
-    def policy_channel_for(self, model: str) -> grpc.aio.Channel:
-        """The channel to the policy deployment serving ``model``."""
-        return self.policy_channels[self.policy_targets.get(model, self.settings.policy_target)]
 
     async def policy_route(self, model: str, job_id: str) -> grpc.aio.Channel | list[grpc.aio.Channel]:
         """The channels to ``model``'s policy replicas, the job's own first (affinity), or the

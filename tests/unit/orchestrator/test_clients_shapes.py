@@ -171,18 +171,19 @@ async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[
     fake, target = served
     async with insecure_channel(target) as channel:
         other = insecure_channel("127.0.0.1:1")  # the default deployment: not this job's model
-        servicer = OrchestratorServicer(
-            other,
-            channel,
-            channel,
-            Traces(),
-            lambda model: channel if model == "qwen" else other,  # type: ignore[arg-type]
-        )
+        asked: list[str] = []
+
+        async def policy_for(model: str, job: orchestrator_pb2.SearchJob, timeout: float) -> GrpcPolicy:
+            asked.append(model)  # the worker's factory: the job's model picks its deployment
+            return GrpcPolicy(channel if model == "qwen" else other, model, request_id=job.job_id, timeout=timeout)
+
+        servicer = OrchestratorServicer(policy_for, channel, channel, Traces())  # type: ignore[arg-type]
         job = make_job("single")
         job.messages[0].content = "Say something."  # an open prompt: its reply is the streamed text
         job.model, job.stream_answer = "qwen", stream
         events = [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
         await other.close()
+    assert asked == ["qwen"]
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds[-1] == "result"
     deltas = [e.answer_delta for e in events if e.WhichOneof("event") == "answer_delta"]

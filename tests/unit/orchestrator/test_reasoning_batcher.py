@@ -15,6 +15,7 @@ import pytest
 
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
+from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.reasoning import ReasoningBatcher
 from services.search.interfaces import ReasoningDelta
 from tests.unit.orchestrator.conftest import make_job
@@ -140,7 +141,10 @@ async def served() -> AsyncIterator[tuple[InterleavingPolicy, grpc.aio.Channel]]
 async def _events(channel: grpc.aio.Channel, *, quiet: bool) -> list[orchestrator_pb2.JobEvent]:
     from services.orchestrator.servicer import OrchestratorServicer
 
-    servicer = OrchestratorServicer(channel, channel, channel, Traces())  # type: ignore[arg-type]
+    async def policy_for(model: str, job: orchestrator_pb2.SearchJob, timeout: float) -> GrpcPolicy:
+        return GrpcPolicy(channel, model, request_id=job.job_id, timeout=timeout)
+
+    servicer = OrchestratorServicer(policy_for, channel, channel, Traces())  # type: ignore[arg-type]
     job = make_job("self_consistency", n=3, params={"logprobs": False})
     job.stream_answer, job.quiet = True, quiet
     return [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
