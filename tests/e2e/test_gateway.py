@@ -141,9 +141,12 @@ def test_openai_sdk_streams_the_searchs_tokens_then_answer_then_usage(client: An
         delta = chunk.choices[0].delta
         extra = delta.model_extra or {}
         if extra.get("reasoning_content"):
-            # The search's own text, labelled by the part that wrote it (not a narration line).
+            # The search's own text, labelled by the part that wrote it (not a narration line):
+            # model tokens, or an event line between model calls (a program's run, the tally,
+            # the chosen answer's evidence).
             label = extra.get("ttc") or {}
-            kinds.append("reasoning" if label.get("kind") == "tokens" and label.get("source") else "unlabelled")
+            kind = label.get("kind") if label.get("source") else None
+            kinds.append({"tokens": "reasoning", "event": "event"}.get(kind or "", "unlabelled"))
         if delta.content:
             kinds.append("content")
             content += delta.content
