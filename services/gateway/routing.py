@@ -30,6 +30,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RouteExpectation(_Strict):
+    """What calibration measured for a route, so the ladder card can promise it (issue 21 item 5).
+
+    Written by the route fitter (``evaluation/route_fit.py``) per route; a route without one is
+    uncalibrated. Figures are over the calibration problems the route was fitted on."""
+
+    accuracy: float = Field(..., ge=0, le=1, description="Mean correctness on the calibration problems.")
+    interval: tuple[float, float] = Field(..., description="95% interval of the accuracy (bootstrap or Wilson).")
+    problems: int = Field(..., ge=0, description="How many calibration problems the figures are over.")
+    generated_tokens: float = Field(..., ge=0, description="Mean generated tokens per request.")
+    prompt_tokens: float = Field(..., ge=0, description="Mean prompt tokens per request.")
+    p50_latency_s: float | None = Field(None, ge=0, description="Median latency per request in seconds.")
+    source: str = Field(..., min_length=1, description="What the figures were measured on.")
+
+    @model_validator(mode="after")
+    def _interval(self) -> RouteExpectation:
+        low, high = self.interval
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"interval {list(self.interval)} must satisfy 0 <= low <= high <= 1")
+        return self
+
+
 class Route(_Strict):
     strategy: StrategyName
     n: int = Field(1, ge=1, le=64)
@@ -38,6 +60,9 @@ class Route(_Strict):
     max_verifier_calls: int = Field(0, ge=0)
     verifier: VerifierName | None = None
     params: dict[str, float | int | str | bool | dict[str, Any] | list[Any]] = Field(default_factory=dict)
+    expected: RouteExpectation | None = Field(
+        None, description="Calibration's figures for this route; absent: uncalibrated (never sent to a worker)."
+    )
 
 
 class RidgeParams(_Strict):
@@ -182,4 +207,6 @@ def apply_overrides(route: Route, options: TTCOptions | None) -> Route:
         update["verifier"] = options.verifier
     if options.params is not None:
         update["params"] = dict(options.params)
+    if update:  # calibration measured the route as the table has it, not as the request changed it
+        update["expected"] = None
     return route.model_copy(update=update)
