@@ -148,7 +148,7 @@ class BudgetUse(_message.Message):
     def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., sandbox_runs: _Optional[int] = ..., sandbox_seconds: _Optional[float] = ..., verifier_prompt_tokens: _Optional[int] = ..., verifier_cached_tokens: _Optional[int] = ..., verifier_generated_tokens: _Optional[int] = ..., probe_prompt_tokens: _Optional[int] = ..., probe_cached_tokens: _Optional[int] = ..., probe_generated_tokens: _Optional[int] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at", "reasoning")
+    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at", "reasoning", "confidence")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +168,7 @@ class SearchResult(_message.Message):
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     answer: str
     finish_reason: str
@@ -187,7 +188,8 @@ class SearchResult(_message.Message):
     alternatives: _containers.RepeatedCompositeFieldContainer[Answer]
     started_at: float
     reasoning: str
-    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ..., reasoning: _Optional[str] = ...) -> None: ...
+    confidence: float
+    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ..., reasoning: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("text", "tool_calls", "finish_reason", "logprobs", "votes", "score", "reasoning")
