@@ -20,7 +20,7 @@ from services.common.errors import NotFound
 from services.gen.ttc.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcVerifier
-from services.orchestrator.reasoning import ReasoningBatcher
+from services.orchestrator.events import JobEventPublisher
 from services.search.interfaces import Policy
 from services.search.run import run_search, validate_job
 
@@ -62,32 +62,16 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job.job_id, timeout=timeout)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job.job_id, timeout=timeout)
         events: asyncio.Queue[orchestrator_pb2.JobEvent] = asyncio.Queue()
-        sequence = 0
-
-        async def on_reasoning(deltas: orchestrator_pb2.ReasoningDeltas) -> None:
-            nonlocal sequence
-            sequence += 1
-            await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, reasoning=deltas))
-
-        reasoning = None if job.quiet else ReasoningBatcher(on_reasoning)
-
-        async def on_answer(delta: str) -> None:
-            nonlocal sequence
-            if reasoning is not None:
-                await reasoning.flush()
-            sequence += 1
-            await events.put(orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence, answer_delta=delta))
-
-        # The answer streams as deltas when asked (the result carries it whole either way).
-        sink = on_answer if job.stream_answer else None
+        publisher = JobEventPublisher(job.job_id, events.put, quiet=job.quiet)
         search = asyncio.create_task(
             run_search(
                 job,
                 policy,
                 verifier,
-                on_reasoning=reasoning.add if reasoning is not None else None,
+                on_reasoning=publisher.on_reasoning,
                 executor=executor,
-                on_answer=sink,
+                # The answer streams as deltas when asked (the result carries it whole either way).
+                on_answer=publisher.answer if job.stream_answer else None,
                 escalation=escalation,
             )
         )
@@ -100,15 +84,13 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
                 else:
                     getter.cancel()
             result, trace = search.result()
-            if reasoning is not None:
-                await reasoning.flush()  # the last window before the result
-                while not events.empty():
-                    yield events.get_nowait()
+            await publisher.flush()  # the last window before the result
+            while not events.empty():
+                yield events.get_nowait()
             await self.traces.save(trace)
-            yield orchestrator_pb2.JobEvent(job_id=job.job_id, sequence=sequence + 1, result=result)
+            yield publisher.event(result=result)
         finally:
-            if reasoning is not None:
-                reasoning.close()
+            publisher.close()
             if not search.done():  # the caller went away: stop the search and its engine calls
                 search.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -37,8 +37,8 @@ from services.jobs.errors import JobError
 from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
+from services.orchestrator.events import JobEventPublisher
 from services.orchestrator.metrics import OrchestratorMetrics
-from services.orchestrator.reasoning import ReasoningBatcher
 from services.orchestrator.settings import OrchestratorSettings
 from services.search.run import run_search
 
@@ -229,38 +229,15 @@ class JobRunner:
         judge = self.settings.judge_model or job.model
         verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0)
         executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
-        sequence = 0
-
-        async def on_reasoning(deltas: orchestrator_pb2.ReasoningDeltas) -> None:
-            nonlocal sequence
-            sequence += 1
-            await self.events.publish(
-                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, reasoning=deltas)
-            )
-
-        # A quiet job's reader takes the result only: no reasoning is buffered or published.
-        reasoning = None if job.quiet else ReasoningBatcher(on_reasoning)
-        streamed = False
-
-        async def on_answer(delta: str) -> None:
-            """Answer deltas go out as they come (stream_answer); else once, with the result."""
-            nonlocal sequence, streamed
-            if reasoning is not None:
-                await reasoning.flush()  # what the search did before the answer comes first
-            sequence += 1
-            streamed = True
-            await self.events.publish(
-                job_id, orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence, answer_delta=delta)
-            )
-
-        sink = on_answer if job.stream_answer else None
+        publisher = JobEventPublisher(job_id, lambda event: self.events.publish(job_id, event), quiet=job.quiet)
         search = run_search(
             job,
             policy,
             verifier,
-            on_reasoning=reasoning.add if reasoning is not None else None,
+            on_reasoning=publisher.on_reasoning,
             executor=executor,
-            on_answer=sink,
+            # Answer deltas go out as they come (stream_answer); else once, with the result.
+            on_answer=publisher.answer if job.stream_answer else None,
             escalation=escalation,
         )
         task = asyncio.ensure_future(search)
@@ -268,27 +245,23 @@ class JobRunner:
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:
             result, search_trace = await asyncio.wait_for(task, timeout)
-            if reasoning is not None:
-                await reasoning.flush()  # the last window goes out before the result is recorded
+            await publisher.flush()  # the last window goes out before the result is recorded
         except asyncio.CancelledError:
-            if reasoning is not None:
-                reasoning.close()
+            publisher.close()
             if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # the worker itself is stopping: leave the job for redelivery
             self.metrics.cancellations.inc()
             await self._record_cancelled(job)
             return "cancelled"
         except ServiceError as err:
-            if reasoning is not None:
-                reasoning.close()
+            publisher.close()
             result = self._failed(job, JobError(err.code.name, err.message, err.field))
             await self.events.record_result(result, ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "invalid").inc()
             return "failed"
         except (TimeoutError, grpc.aio.AioRpcError, Exception) as err:
             log.exception("search failed", extra={"job_id": job_id})
-            if reasoning is not None:
-                reasoning.close()
+            publisher.close()
             code = "DEADLINE_EXCEEDED" if isinstance(err, TimeoutError) else "INTERNAL"
             await self.events.record_result(self._failed(job, JobError(code, str(err) or code)), ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "error").inc()
@@ -305,8 +278,8 @@ class JobRunner:
             output_tokens=used.generated_tokens + used.verifier_generated_tokens,
         )
         answer = []
-        if result.answer and not streamed and not job.quiet:  # a quiet job's reader takes the result only
-            answer.append(orchestrator_pb2.JobEvent(job_id=job_id, sequence=sequence + 1, answer_delta=result.answer))
+        if result.answer and not publisher.streamed and not job.quiet:  # a quiet job's reader takes the result only
+            answer.append(publisher.event(answer_delta=result.answer))
         failed = result.termination == orchestrator_pb2.TERMINATION_ERROR and not result.answer
 
         def also(pipe: Pipeline) -> None:
