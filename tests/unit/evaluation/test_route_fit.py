@@ -60,7 +60,8 @@ def configs() -> list[Config]:
 
 
 def routes_of(table: dict[str, Any], task: str | None = None) -> dict[str, dict[str, Any]]:
-    return table["task_routes"][task] if task else table["routes"]
+    routes: dict[str, dict[str, Any]] = table["task_routes"][task] if task else table["routes"]
+    return routes
 
 
 def validate(table: dict[str, Any], tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def validate(table: dict[str, Any], tmp_path: Path) -> None:
 
 
 def without_expected(table: dict[str, Any]) -> dict[str, Any]:
-    copy = json.loads(json.dumps(table))
+    copy: dict[str, Any] = json.loads(json.dumps(table))
     for routes in [copy["routes"], *copy["task_routes"].values()]:
         for bins in routes.values():
             for route in bins.values():
