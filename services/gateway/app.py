@@ -27,11 +27,11 @@ from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, par
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
-from services.gateway.planning import Planner
+from services.gateway.model_tables import ModelTables, TableFile, load_model_tables
+from services.gateway.planning import ModelRouting, Planner
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore
 from services.gateway.routers import chat, completions, health, jobs, models, responses, traces
-from services.gateway.routing import load_routing_table
 from services.gateway.serving import Serving
 from services.gateway.session import Sessions
 from services.gateway.settings import GatewaySettings
@@ -59,6 +59,7 @@ class Gateway:
     auth: Authenticator
     metrics: GatewayMetrics
     responses: ResponsesService
+    tables: ModelTables  # the objects the planner routes with: the ladder card reads these
     started: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -80,10 +81,15 @@ def build_app(
     ``jobs_settings`` names the queue (``TTC_JOBS_*``, read from the environment when not given)."""
     queue = (jobs_settings or JobsSettings()).queue
     _check_settings(settings)
-    table = load_routing_table(settings.routing_table)  # fail at start-up, not on a request
-    encoder = load_encoder(table.estimator)  # the MiniLM weights, once per app, when the estimator embeds
     model_defaults = parse_model_defaults(settings.model_default_efforts)
     aliases = parse_pairs(settings.model_aliases, "TTC_GATEWAY_MODEL_ALIASES")  # fail at start-up
+    # Every table, the default and each model's own, is read and validated now, not on a request.
+    tables = load_model_tables(settings.routing_table, settings.routing_tables, aliases)
+    # The MiniLM weights, once per app, when some table's estimator embeds.
+    embedding = [
+        f.table.estimator for f in [tables.default, *tables.by_model.values()] if f.table.estimator.kind == "embedding"
+    ]
+    encoder = load_encoder(embedding[0]) if embedding else None
     fleet_targets(settings.policy_target, settings.policy_targets)
     auth = Authenticator(parse_api_keys(settings.api_keys), parse_api_keys(settings.admin_api_keys))
     base_metrics = ServiceMetrics("gateway")
@@ -104,14 +110,21 @@ def build_app(
         metrics.watch_kv_utilization(lambda: watch.kv_utilization)
         celery = make_celery(common.redis_url, queue)  # only to build messages; the broker options are the workers'
         jobs_queue = JobQueue(client, celery, queue, settings.result_ttl_s)
+
+        def routing(source: TableFile) -> ModelRouting:
+            table = source.table
+            return ModelRouting(table, make_estimator(table.estimator, stub, settings.job_timeout_s, encoder))
+
+        default = routing(tables.default)
         planner = Planner(
             settings,
-            table,
-            make_estimator(table.estimator, stub, settings.job_timeout_s, encoder),
+            default.table,
+            default.estimator,
             watch,
             metrics,
             model_defaults,
             validate_job,
+            {model: routing(source) for model, source in tables.by_model.items()},
         )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
         sessions = Sessions(planner, jobs_queue, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)
@@ -125,6 +138,7 @@ def build_app(
             auth,
             metrics,
             ResponsesService(sessions, ResponseStore(client, settings.response_ttl_s)),
+            tables,
         )
         await watch.refresh()
         watch.start()

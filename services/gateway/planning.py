@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -122,6 +123,14 @@ Request = ChatCompletionRequest | CompletionRequest
 
 
 @dataclass(frozen=True)
+class ModelRouting:
+    """One model's routing table and the difficulty estimator that table names."""
+
+    table: RoutingTable
+    estimator: DifficultyEstimator | None
+
+
+@dataclass(frozen=True)
 class Admission:
     """The effort and admission step's verdict: the effort to route with (or the shed), the served
     model and each answer's token cap (lowered to its context window when the cap was not the
@@ -167,11 +176,16 @@ class Planner:
         metrics: GatewayMetrics,
         model_defaults: dict[str, Effort],
         validate_job: JobValidator = validation.validate,
+        per_model: Mapping[str, ModelRouting] | None = None,
     ) -> None:
+        """``table`` and ``estimator`` route every model that ``per_model`` (served name → its own
+        table, ``TTC_GATEWAY_ROUTING_TABLES``) does not name."""
         self.settings = settings
         self.validate_job = validate_job
         self.table = table
         self.estimator = estimator
+        self.default_routing = ModelRouting(table, estimator)
+        self.per_model = dict(per_model or {})
         self.watch = watch
         self.metrics = metrics
         self.model_defaults = model_defaults
@@ -243,18 +257,23 @@ class Planner:
             span.set_attributes(admission_attributes(decision, queue_depth, kv_utilization))
         return Admission(requested, decision, model, max_tokens, refusal)
 
+    def routing(self, model: str) -> ModelRouting:
+        """The table (and its estimator) that routes the served ``model``."""
+        return self.per_model.get(model, self.default_routing)
+
     async def difficulty(
         self, admission: Admission, inputs: JobInputs, pinned: bool
     ) -> tuple[TaskType, Estimate | None]:
         """Task and difficulty: the task type (pure text rules, no tokens), and the difficulty
         estimate when the route needs one and the request will be served."""
         task = classify_task(estimation_text(inputs.texts, inputs.prompt))
-        if pinned or admission.refused or self.estimator is None:
+        routing = self.routing(admission.model)
+        if pinned or admission.refused or routing.estimator is None:
             return task, None
-        if not self.table.needs_difficulty(admission.decision.effort, task):
+        if not routing.table.needs_difficulty(admission.decision.effort, task):
             return task, None
         with tracer.start_as_current_span("gateway/difficulty") as span:
-            estimate = await self.estimator.estimate(admission.model, inputs.texts, inputs.prompt)
+            estimate = await routing.estimator.estimate(admission.model, inputs.texts, inputs.prompt)
             span.set_attribute("ttc.difficulty", estimate.difficulty)
         return task, estimate
 
@@ -274,8 +293,9 @@ class Planner:
         one ``services/jobs/compat.py`` names, reported as ``ttc.strategy_fallback`` (never a
         silent downgrade)."""
         effort = admission.decision.effort
-        difficulty_bin = self.table.bin_of(estimate.difficulty) if estimate is not None else None
-        route = apply_overrides(self.table.route(effort, difficulty_bin, task), req.ttc)
+        table = self.routing(admission.model).table
+        difficulty_bin = table.bin_of(estimate.difficulty) if estimate is not None else None
+        route = apply_overrides(table.route(effort, difficulty_bin, task), req.ttc)
         job = self._job(req, inputs, admission, route, estimate, owner)
         fallback: StrategyFallback | None = None
         refused = compat.incompatibilities(job)

@@ -22,34 +22,13 @@ from services.common.difficulty_features import FEATURE_DIM, FEATURE_SET
 from services.common.task_type import TaskType
 from services.gateway.effort import EFFORTS
 from services.gateway.protocol import Effort, StrategyName, TTCOptions, VerifierName
+from services.gateway.protocol.ladder import RouteExpectation as RouteExpectation  # a route's field; the card's too
 
 ANY_BIN = "*"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class RouteExpectation(_Strict):
-    """What calibration measured for a route, so the ladder card can promise it (issue 21 item 5).
-
-    Written by the route fitter (``evaluation/route_fit.py``) per route; a route without one is
-    uncalibrated. Figures are over the calibration problems the route was fitted on."""
-
-    accuracy: float = Field(..., ge=0, le=1, description="Mean correctness on the calibration problems.")
-    interval: tuple[float, float] = Field(..., description="95% interval of the accuracy (bootstrap or Wilson).")
-    problems: int = Field(..., ge=0, description="How many calibration problems the figures are over.")
-    generated_tokens: float = Field(..., ge=0, description="Mean generated tokens per request.")
-    prompt_tokens: float = Field(..., ge=0, description="Mean prompt tokens per request.")
-    p50_latency_s: float | None = Field(None, ge=0, description="Median latency per request in seconds.")
-    source: str = Field(..., min_length=1, description="What the figures were measured on.")
-
-    @model_validator(mode="after")
-    def _interval(self) -> RouteExpectation:
-        low, high = self.interval
-        if not 0 <= low <= high <= 1:
-            raise ValueError(f"interval {list(self.interval)} must satisfy 0 <= low <= high <= 1")
-        return self
 
 
 class Route(_Strict):

@@ -81,6 +81,13 @@ class GatewaySettings(BaseSettings):
         description="Path of the versioned routing table mapping (task type, effort, difficulty bin) to strategy and "
         "budget; v2 is calibrated on Qwen2.5-Coder-0.5B (docs/effort-ladder.md).",
     )
+    routing_tables: str = Field(
+        "",
+        description="Per-model routing tables, 'model=path,...' (a served model name, not an alias; `make calibrate` "
+        "writes routing.<model>.json): each is loaded and validated at start-up, and a model named here is routed "
+        "by its own table and its ladder card (/v1/models/{model}/ladder) carries that table's measured figures. "
+        "Other models use routing_table and their card says they are not calibrated.",
+    )
     default_max_tokens: int = Field(
         512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."
     )
