@@ -110,20 +110,20 @@ def render_card(card: LadderCard) -> str:
         f"(bins: {', '.join(f'`{b.name}` ≤ {b.max:.2f}' for b in table.difficulty_bins)}){_fitted(table)}. "
         + ("Calibrated: every route carries measured figures." if card.calibrated else _uncalibrated(card))
     )
-    sources: list[str] = []
     for kind, efforts in card.kinds.items():
+        sources: list[str] = []  # cited under each kind's own table: a figure's section names its data
         serves = f" (routes {', '.join(f'`{t}`' for t in card.default_serves)})" if kind == DEFAULT_KIND else ""
         lines += ["", f"#### `{kind}`{serves}", ""]
         lines += [
-            "| effort | difficulty | configuration | accuracy [95%] | generated tokens | prompt tokens | p50 latency |",
+            "| effort | difficulty | configuration | accuracy (95% interval) | generated tokens | prompt tokens | p50 latency |",
             "|---|---|---|---|---|---|---|",
         ]
         for effort, bins in efforts.items():
             for name, rung in bins.items():
                 where = "any" if name == ANY_BIN else f"`{name}`"
                 lines.append(f"| `{effort}` | {where} | {_config(rung)} | {_figures(rung.expected, sources)} |")
-    if sources:
-        lines += ["", "Measured on:", ""] + [f"{i}. {s}" for i, s in enumerate(sources, 1)]
+        if sources:
+            lines += ["", "Measured on:", ""] + [f"{i}. {s}" for i, s in enumerate(sources, 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -171,3 +171,22 @@ def _figures(expected: RouteExpectation | None, sources: list[str]) -> str:
         f"[{sources.index(expected.source) + 1}] | {expected.generated_tokens:.0f} | {expected.prompt_tokens:.0f} | "
         f"{latency}"
     )
+
+
+def render_section(tables: ModelTables) -> str:
+    """The generated section of ``docs/effort-ladder.md``: the card of every model without its own
+    table (the default table's), then each named model's, in name order."""
+    cards = [ladder_card("*", tables.default, own=False)]
+    cards += [ladder_card(model, tables.by_model[model], own=True) for model in sorted(tables.by_model)]
+    intro = (
+        "## The ladder card (generated)\n\n"
+        "What each effort runs and what calibration measured it to buy, per task kind and difficulty bin, for the "
+        "routing tables a gateway with the default settings serves. The gateway serves the same card as JSON, "
+        "computed by the same function (`services/gateway/ladder_card.py`) from the table objects it routes with: "
+        "the `ttc` object of every `GET /v1/models` entry and `GET /v1/models/{model}/ladder` "
+        "([gateway.md](gateway.md#the-ladder-card-v1modelsmodelladder)). Written by `python scripts/ladder_doc.py "
+        "--write`; `--check` (a unit test) fails when this section is stale, and an e2e test compares it with "
+        "what a running stack serves. A task kind not listed is routed as `default`; a difficulty of 'any' means the "
+        "route does not depend on it, so no estimate is made.\n"
+    )
+    return "\n".join([intro, *(render_card(card) for card in cards)])
