@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,16 @@ def git_describe() -> str:
 
 
 def model_sha256(model: str) -> str:
+    """The pinned sha256 of a registry model, the hash of a GGUF file, or for a model served by
+    another engine (vLLM, a remote API: no file here) ``remote:<name>``, so its chunks still
+    refuse to mix with another model's."""
     from services.policy.models import REGISTRY, sha256_of
 
     spec = REGISTRY.get(model)
-    return spec.sha256 if spec is not None else sha256_of(Path(model))
+    if spec is not None:
+        return spec.sha256
+    path = Path(model)
+    return sha256_of(path) if path.is_file() else f"remote:{model}"
 
 
 @dataclass
@@ -121,6 +128,12 @@ class PoolRun:
     hours: float = 0.0  # 0: no time limit
     policy_target: str = ""
     sandbox_target: str = ""
+    # Take the shared model lock per chunk (a model on this machine's cores); a run against an
+    # engine elsewhere, or inside a process that already holds the lock, passes False.
+    lock: bool = True
+    # With ``hours``: also drop the chunk in flight when the time is up (its problems are drawn
+    # on the next run), so the limit is a wall-clock limit and not "no new chunk after".
+    stop_at_deadline: bool = False
     _services: list[Service] = field(default_factory=list)
     _drawer_cache: PoolDrawer | None = None
 
@@ -143,10 +156,14 @@ class PoolRun:
                     self.log("time limit reached")
                     break
                 batch = todo.todo[start : start + self.chunk_size]
-                with model_lock() as waited:
+                with model_lock() if self.lock else nullcontext(0.0) as waited:
                     began = time.monotonic()
-                    drawer = await self._drawer()
-                    pools = [await self._draw_one(drawer, p) for p in batch]
+                    left = deadline - time.monotonic() if deadline is not None and self.stop_at_deadline else None
+                    try:
+                        pools = await asyncio.wait_for(self._draw_batch(batch), left)
+                    except TimeoutError:
+                        self.log(f"time limit reached while drawing a chunk: its {len(batch)} problem(s) are dropped")
+                        break
                     wall = time.monotonic() - began
                 header = {
                     "git_describe": describe, "model": self.model, "model_sha256": sha256,
@@ -164,6 +181,10 @@ class PoolRun:
             for service in reversed(self._services):
                 service.stop()
         return drawn
+
+    async def _draw_batch(self, batch: Sequence[Problem]) -> list[ProblemPool]:
+        drawer = await self._drawer()
+        return [await self._draw_one(drawer, p) for p in batch]
 
     async def _draw_one(self, drawer: PoolDrawer, problem: Problem, attempts: int = 3) -> ProblemPool:
         """One problem's pool; a failed service call (a policy restart, a sandbox outage) is

@@ -1,0 +1,207 @@
+"""``make calibrate`` / ``python -m loadtests.pools calibrate``: a routing table for your own model.
+
+One command: draw calibration pools on the running stack's policy service (any engine behind
+it: llama.cpp, vLLM, a remote OpenAI-compatible API) and sandbox, for at most ``--hours`` of
+wall clock (the chunk in flight when time is up is dropped; complete chunks are kept and the
+next run resumes after them), then price every configuration offline from every pool drawn so
+far, fit the routes (:mod:`evaluation.route_fit`) and write ``routing.<model>.json`` (the
+gateway loads it per model: ``TTC_GATEWAY_ROUTING_TABLES=<model>=<path>``), the per-problem
+predictions beside it, and print the ladder card: per task type and effort the configuration,
+its expected accuracy with a 95% interval, tokens and p50 latency.
+
+Without ``--policy-target`` the drawer starts its own policy service on ``--model`` (a registry
+name or a GGUF path) and takes the shared model lock per chunk; with a target it draws on that
+engine and takes no lock unless ``--lock`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from evaluation.datasets import Problem
+from evaluation.embeddings import feature_rows
+from evaluation.pools import iter_chunks, read_pools
+from evaluation.pricing import Pricer
+from evaluation.pricing_table import default_configs, fit_latency, judges_in
+from evaluation.problemset import FAMILIES, TASK_KINDS, build_problem_set, check_disjoint
+from evaluation.provenance import git_describe
+from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source_line
+from loadtests.pools.draw import DrawSettings
+from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
+from services.common.task_type import TASK_TYPES
+from services.search.strategies.stopping import should_stop
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = ROOT / "docs" / "data" / "calibration"
+# Small enough that 0.2 h on SmolLM2-135M on two cores draws a usable table: one or two
+# problems of every family (the set interleaves families, so any prefix covers them all).
+DEFAULT_PER_FAMILY = 2
+DEFAULT_K = 4
+EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def safe_name(model: str) -> str:
+    """The model name as a file name: ``meta-llama/Llama-3.1-70B`` -> ``meta-llama_Llama-3.1-70B``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model"
+
+
+def chosen_families(families: str, datasets: str) -> list[str]:
+    """Families named directly or by task kind (``--families arithmetic,letter_counting``), plus
+    data sets by name (each family is drawn from the data set of its name); all when neither."""
+    known = [f.name for f in FAMILIES]
+    out: list[str] = []
+    for name in [n.strip() for n in f"{families},{datasets}".split(",") if n.strip()]:
+        if name in TASK_KINDS:
+            out += [f.name for f in FAMILIES if f.kind == name]
+        elif name in known:
+            out.append(name)
+        else:
+            raise SystemExit(f"error: unknown family, task kind or data set {name!r}; families: {', '.join(known)}; "
+                             f"task kinds: {', '.join(TASK_KINDS)}")  # fmt: skip
+    return list(dict.fromkeys(out)) or known
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="the served model (registry name, GGUF path or the engine's id)")
+    p.add_argument("--policy-target", default="", help="host:port of a running policy service (default: start one)")
+    p.add_argument("--sandbox-target", default="", help="host:port of a running sandbox service (default: start one)")
+    p.add_argument("--hours", type=float, default=2.0, help="wall-clock limit of the draw (0: draw everything)")
+    p.add_argument("--families", default="", help="families or task kinds, comma-separated (default: all)")
+    p.add_argument("--datasets", default="", help="data sets by name, comma-separated (added to --families)")
+    p.add_argument("--per-family", type=int, default=DEFAULT_PER_FAMILY, help="calibration problems per family")
+    p.add_argument("--seed", type=int, default=0, help="data and sampling seed")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help="sampled candidates per kind (plus one greedy)")
+    p.add_argument("--temperature", type=float, default=DrawSettings.temperature)
+    p.add_argument("--cot-max-tokens", type=int, default=DrawSettings.cot_max_tokens)
+    p.add_argument("--code-max-tokens", type=int, default=DrawSettings.code_max_tokens)
+    p.add_argument(
+        "--out", type=Path, default=None, help="folder of the table and pools (default docs/data/calibration/<model>)"
+    )
+    p.add_argument("--pools", type=Path, default=None, help="pool folder (default <out>/pools)")
+    p.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
+                   help="take the model lock per chunk (default: when the drawer starts the policy)")  # fmt: skip
+    p.add_argument("--estimator", choices=["embedding", "none"], default="embedding",
+                   help="difficulty estimator of the table (embedding: the gateway's zero-token ridge)")  # fmt: skip
+    p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence of the priced votes")
+    p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
+    p.add_argument("--no-draw", action="store_true", help="only fit the table from the pools already drawn")
+
+
+def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
+    """Draw the calibration split into ``pools_dir`` within the time limit; problems drawn."""
+    problems: list[Problem] = build_problem_set("calibration", per_family=a.per_family, seed=a.seed, families=families)
+    check_disjoint(problems, build_problem_set("heldout", per_family=a.per_family, seed=a.seed, families=families))
+    settings = DrawSettings(k=a.k, temperature=a.temperature, cot_max_tokens=a.cot_max_tokens,
+                            code_max_tokens=a.code_max_tokens, seed=a.seed)  # fmt: skip
+    run = PoolRun(
+        model=a.model, split="calibration", problems=problems, directory=pools_dir, settings=settings,
+        data=data_provenance("calibration", a.seed, a.per_family, families), chunk_size=1, hours=a.hours,
+        policy_target=a.policy_target, sandbox_target=a.sandbox_target,
+        lock=a.lock if a.lock is not None else not a.policy_target, stop_at_deadline=True,
+    )  # fmt: skip
+    return asyncio.run(run.run())
+
+
+def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
+    """Price and fit on every calibration pool in ``pools_dir``."""
+    pools = read_pools(pools_dir, "calibration")
+    if not pools:
+        raise SystemExit(f"error: no calibration pools in {pools_dir}: draw some first (a longer --hours?)")
+    chunks = list(iter_chunks(pools_dir, "calibration"))
+    k = min(len(d.sampled) for p in pools for d in p.draws.values())
+
+    def stop(votes: Any, remaining: float) -> bool:
+        return should_stop(votes, remaining, a.confidence).stop
+
+    pricer = Pricer(fit_latency(pools), stop, limit=a.limit, seed=a.seed)
+    label = _relative(pools_dir)
+    provenance = pools_provenance(label, chunks, pools)
+    provenance |= {"fitted_by": git_describe(), "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "latency_model": pricer.latency.__dict__, "k": k, "served_model": a.model}  # fmt: skip
+    features = feature_rows([str(p.problem["question"]) for p in pools]) if a.estimator == "embedding" else None
+    source = source_line(label, pools, provenance["program_version"])
+    return fit(pools, pricer, default_configs(k, judges_in(pools)), features=features,
+               settings=FitSettings(seed=a.seed), provenance=provenance, source=source)  # fmt: skip
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def describe_route(route: dict[str, Any]) -> str:
+    params = route.get("params") or {}
+    extra = ",".join(f"{k}={v}" for k, v in params.items() if k != "greedy")
+    name = "greedy" if params.get("greedy") else f"{route['strategy']}@{route['n']}"
+    return f"{name}{f'[{extra}]' if extra else ''}{':' + route['verifier'] if route.get('verifier') else ''}"
+
+
+def ladder_card(table: dict[str, Any]) -> str:
+    """The table as a text card: per task type (the default row serves every other type) and
+    effort, the configuration and what it is expected to buy."""
+    lines = ["| task type | effort | bin | configuration | accuracy | 95% interval | gen tok | prompt tok | p50 s |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    groups = [("default", table["routes"])]
+    groups += [(t, table["task_routes"][t]) for t in TASK_TYPES if t in table["task_routes"]]
+    for name, routes in groups:
+        for effort in EFFORT_ORDER:
+            for bin_name, route in routes.get(effort, {}).items():
+                e = route.get("expected") or {}
+                low, high = e.get("interval", (0.0, 0.0))
+                p50 = e.get("p50_latency_s")
+                lines.append(
+                    f"| {name} | {effort} | {bin_name} | `{describe_route(route)}` | {e.get('accuracy', 0.0):.2f} | "
+                    f"[{low:.2f}, {high:.2f}] | {e.get('generated_tokens', 0.0):.0f} | "
+                    f"{e.get('prompt_tokens', 0.0):.0f} | {'-' if p50 is None else f'{p50:.1f}'} |"
+                )  # fmt: skip
+    return "\n".join(lines)
+
+
+def run(a: argparse.Namespace) -> int:
+    out = a.out or DEFAULT_OUT / safe_name(a.model)
+    pools_dir = a.pools or out / "pools"
+    families = chosen_families(a.families, a.datasets)
+    if not a.no_draw:
+        try:
+            drawn = draw(a, pools_dir, families)
+        except StaleSettings as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"drew {drawn} problem(s) into {pools_dir}")
+    result = fit_table(a, pools_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = out / f"routing.{safe_name(a.model)}.json"
+    table_path.write_text(json.dumps(result.table, indent=1) + "\n")
+    predictions = out / f"routing.{safe_name(a.model)}.predictions.json"
+    predictions.write_text(json.dumps({"provenance": result.table["provenance"], "problems": result.predictions},
+                                      indent=1) + "\n")  # fmt: skip
+    from services.gateway.routing import load_routing_table
+
+    try:
+        load_routing_table(table_path)
+    except ValueError as err:
+        print(f"error: {table_path} does not validate as a routing table: {err}", file=sys.stderr)
+        return 1
+    print(ladder_card(result.table))
+    print(f"\nwrote {table_path} ({result.table['provenance']['problems']} problems) and {predictions}")
+    print(f"serve it: TTC_GATEWAY_ROUTING_TABLES={a.model}={table_path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtests.pools.calibrate", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
