@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke clean
+.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke calibrate clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench      policy, sandbox, verifier and gateway benchmarks"
 	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
 	@echo "make chaos      fault and overload runs against a local stack (SmolLM2), figures in reports/chaos"
+	@echo "make calibrate  routing.<model>.json for your model: HOURS=2 MODEL=... TARGET=host:port FAMILIES=... OUT=..."
 
 system:
 	@scripts/install_system.sh
@@ -149,6 +150,21 @@ loadtest-smoke: models
 # (10x the sustainable rate) against a ttc stack on SmolLM2; docs/reliability.md.
 chaos: models
 	$(PY) -m loadtests.chaos --model smollm2-135m --out reports/chaos
+
+# A routing table for your own model (docs/effort-ladder.md, "make calibrate"): pools drawn on the
+# running policy service TARGET (any engine; empty: one is started on MODEL) and sandbox SANDBOX
+# (empty: one is started) for at most HOURS, resumed from OUT/pools, then OUT/routing.<model>.json.
+HOURS ?= 2
+MODEL ?= smollm2-135m
+TARGET ?=
+SANDBOX ?=
+FAMILIES ?=
+DATASETS ?=
+OUT ?=
+calibrate: $(VENV)/.installed $(if $(TARGET),,models)
+	$(PY) -m loadtests.pools calibrate --model '$(MODEL)' --hours $(HOURS) \
+		$(if $(TARGET),--policy-target $(TARGET)) $(if $(SANDBOX),--sandbox-target $(SANDBOX)) \
+		$(if $(FAMILIES),--families $(FAMILIES)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(OUT),--out $(OUT))
 
 clean:
 	rm -rf .run reports build .pytest_cache .mypy_cache .ruff_cache

@@ -1,12 +1,14 @@
-"""``python -m loadtests.pools {problems,draw,status,table}``.
+"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate}``.
 
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
 chunks under ``docs/data/calibration/pools/<model>/`` (each under the shared model lock);
 ``status`` counts what is drawn (cut share per kind, stale chunks); ``rescore`` re-checks the
-stored answers with the current checker; ``table`` prices every
-configuration offline from the pools and prints accuracy with 95% bootstrap intervals,
-generated and prompt tokens and the latency estimate, per task kind and overall.
+stored answers with the current checker; ``table`` prices every configuration offline from the
+pools and prints accuracy with 95% bootstrap intervals, generated and prompt tokens and the
+latency estimate, per task kind and overall; ``calibrate`` draws within a time limit on a
+running policy and writes ``routing.<model>.json`` (:mod:`loadtests.pools.calibrate`,
+``make calibrate``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from evaluation.pricing_table import (
     table,
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
+from loadtests.pools import calibrate
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
@@ -200,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redraw-stale", action="store_true", help="re-draw chunks of another program version/settings")
     p.add_argument("--policy-target", default="", help="a running policy service (default: start one)")
     p.add_argument("--sandbox-target", default="", help="a running sandbox service (default: start one)")
+    calibrate.add_arguments(
+        sub.add_parser("calibrate", help="draw within a time limit, then write routing.<model>.json")
+    )
     for name in ("status", "rescore", "table"):
         p = sub.add_parser(name)
         p.add_argument("--model", default=DEFAULT_MODEL)
@@ -218,5 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
+        "calibrate": calibrate.run,
     }  # fmt: skip
     return handlers[a.command](a)
