@@ -32,10 +32,15 @@ KEPT_REJECTIONS = 50
 
 
 def pinned_body(body: dict[str, Any], default_max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
-    """The request OptiLLM sent, pinned to one plain engine call (pure; the ledger's peer)."""
+    """The request OptiLLM sent, pinned to one plain engine call (pure; the ledger's peer).
+
+    A call without a token cap (OptiLLM's executecode plugin sends none) gets the run's
+    ``max_tokens``, the cap every other configuration answers under."""
     pinned = dict(body)
     n = int(pinned.get("n") or 1)
-    per_answer = int(pinned.get("max_tokens") or pinned.get("max_completion_tokens") or default_max_tokens)
+    if not pinned.get("max_tokens") and not pinned.get("max_completion_tokens"):
+        pinned["max_tokens"] = default_max_tokens
+    per_answer = int(pinned.get("max_tokens") or pinned.get("max_completion_tokens"))
     pinned["reasoning_effort"] = "none"
     pinned.pop("reasoning", None)
     pinned["ttc"] = {"strategy": "single", "token_budget": max(1, n * per_answer), "stream_reasoning": False}
@@ -76,7 +81,9 @@ class Ledger:
         self.samples += len(reply.get("choices") or []) if isinstance(reply, dict) else 0
 
 
-def build_app(gateway: str, api_key: str = "none", timeout_s: float = 1800.0) -> FastAPI:
+def build_app(
+    gateway: str, api_key: str = "none", max_tokens: int = DEFAULT_MAX_TOKENS, timeout_s: float = 1800.0
+) -> FastAPI:
     app = FastAPI(title="ttc pinned upstream for OptiLLM")
     ledger = Ledger()
     base = gateway.rstrip("/")
@@ -101,7 +108,7 @@ def build_app(gateway: str, api_key: str = "none", timeout_s: float = 1800.0) ->
             return JSONResponse({"error": {"message": "stream is not supported by this pass-through"}}, 400)
         start = time.perf_counter()
         try:
-            reply = await client.post(f"{base}/chat/completions", json=pinned_body(body))
+            reply = await client.post(f"{base}/chat/completions", json=pinned_body(body, max_tokens))
         except httpx.HTTPError as exc:
             ledger.failed += 1
             return JSONResponse({"error": {"message": f"gateway unreachable: {exc}"}}, 502)
@@ -120,8 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--gateway", default="http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", default="none")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cap for calls that send none")
     a = p.parse_args(argv)
-    uvicorn.run(build_app(a.gateway, a.api_key), host="127.0.0.1", port=a.port, log_level="warning")
+    uvicorn.run(build_app(a.gateway, a.api_key, a.max_tokens), host="127.0.0.1", port=a.port, log_level="warning")
 
 
 if __name__ == "__main__":

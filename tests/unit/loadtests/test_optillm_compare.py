@@ -45,7 +45,8 @@ def test_pinned_body_is_one_plain_call_with_room_for_every_sample() -> None:
     assert pinned["ttc"] == {"strategy": "single", "token_budget": 600, "stream_reasoning": False}
     assert pinned["temperature"] == 0.8 and pinned["n"] == 3  # OptiLLM's sampling is kept
     assert body["reasoning_effort"] == "high"  # the caller's body is not changed
-    assert pinned_body({"model": "m", "messages": []}, default_max_tokens=64)["ttc"]["token_budget"] == 64
+    uncapped = pinned_body({"model": "m", "messages": []}, default_max_tokens=64)
+    assert uncapped["max_tokens"] == 64 and uncapped["ttc"]["token_budget"] == 64
 
 
 def test_ledger_sums_usage_and_keeps_rejections_with_their_fields() -> None:
