@@ -9,6 +9,8 @@ lets the gateway restart, or a worker die, without either side losing track of a
 - ``ttc:job:<id>:result``   the one recorded ``SearchResult`` (written with SET NX)
 - ``ttc:job:<id>:cancel``   present when the job was cancelled (also published on CANCEL_CHANNEL)
 - ``ttc:job:<id>:lease``    held (with a TTL, refreshed) by the worker running the job
+- ``ttc:job:<id>:spent``    what the worker had spent on a job whose cancellation the gateway
+                            recorded first (a ``SearchResult``: ``budget_used``, ``started_at``)
 """
 
 from __future__ import annotations
@@ -55,6 +57,29 @@ def cancel_key(job_id: str) -> str:
 
 def lease_key(job_id: str) -> str:
     return f"ttc:job:{job_id}:lease"
+
+
+def spent_key(job_id: str) -> str:
+    return f"ttc:job:{job_id}:spent"
+
+
+def _raw(value: object) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else None
+
+
+def with_spend(
+    result: orchestrator_pb2.SearchResult, spent: orchestrator_pb2.SearchResult | None
+) -> orchestrator_pb2.SearchResult:
+    """The recorded result, with the worker's spend where the gateway recorded a cancellation
+    before the worker stopped (the gateway's result knows nothing of what was decoded)."""
+    if spent is None or result.termination != orchestrator_pb2.TERMINATION_CANCELLED or result.started_at:
+        return result
+    merged = orchestrator_pb2.SearchResult()
+    merged.CopyFrom(result)
+    merged.budget_used.CopyFrom(spent.budget_used)
+    merged.started_at = spent.started_at
+    merged.strategy = merged.strategy or spent.strategy
+    return merged
 
 
 def encode_job(job: orchestrator_pb2.SearchJob) -> str:
@@ -166,9 +191,17 @@ class JobEvents:
             pipe.expire(job_key(job_id), self.ttl_s)
             await pipe.execute()
 
+    async def record_spent(self, result: orchestrator_pb2.SearchResult) -> None:
+        """Keep what a cancelled job had spent (its worker's cancelled ``result``) beside the
+        cancellation the gateway recorded first; ``result()`` reads the two as one."""
+        await self.client.set(spent_key(result.job_id), result.SerializeToString(), ex=self.ttl_s)
+
     async def result(self, job_id: str) -> orchestrator_pb2.SearchResult | None:
-        raw = await self.client.get(result_key(job_id))
-        return decode_result(raw.encode() if isinstance(raw, str) else raw)
+        """The job's one result (with its worker's spend when the gateway recorded its
+        cancellation: ``with_spend``), or None while it has none; one round trip."""
+        raw, spent = await self.client.mget([result_key(job_id), spent_key(job_id)])
+        result = decode_result(_raw(raw))
+        return None if result is None else with_spend(result, decode_result(_raw(spent)))
 
     async def cancel(self, job_id: str) -> None:
         """Ask whichever worker holds the job (or will pick it up) to stop it."""

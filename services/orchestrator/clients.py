@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -117,11 +118,19 @@ class _Streamed:
 
 class GrpcPolicy:
     """``Policy`` over the policy service. ``timeout`` bounds each call (seconds). Given several
-    channels (the job's replica first, services/common/replicas.py), a unary call that finds one
-    UNAVAILABLE moves on to the next, and the job's later calls stay there. When every replica
-    is UNAVAILABLE (a restart), the call waits with backoff and tries the job's replica again,
-    for up to ``retry_for`` seconds from construction (the worker gives the job's deadline or
-    less; 0: no retry) and never past ``timeout`` (``retry.py``); ``on_retry`` counts each retry."""
+    channels (the job's replica first, services/common/replicas.py), a call that finds one
+    UNAVAILABLE (a stream: before its first chunk) moves on to the next, and the job's later
+    calls stay there. When every replica is UNAVAILABLE (a restart), the call waits with backoff
+    and tries the job's replica again, for up to ``retry_for`` seconds from construction (the
+    worker gives the job's deadline or less; 0: no retry) and never past ``timeout``
+    (``retry.py``); ``on_retry`` counts each retry.
+
+    ``stream_always`` (the worker's setting) sends every call that wants no per-token logprobs
+    through GenerateStream, whether or not it hands text on: a unary call cut off by a cancel or
+    a deadline returns nothing, so the tokens the engine decoded for it would reach the policy's
+    counters but never the job's usage, where a stream's chunks say how many it had sent
+    (``on_partial``). A call that wants logprobs stays unary (the stream carries none): what it
+    decoded before an abort is counted by the policy alone (``ttc_policy_aborted_tokens_total``)."""
 
     def __init__(
         self,
@@ -133,6 +142,7 @@ class GrpcPolicy:
         retry_for: float = 0.0,
         on_retry: Callable[[str], None] | None = None,
         backoff: Backoff | None = None,
+        stream_always: bool = False,
     ):
         channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
         self._stubs = [policy_pb2_grpc.PolicyStub(c) for c in channels]
@@ -143,6 +153,7 @@ class GrpcPolicy:
         self._retry_until = time.monotonic() + retry_for
         self._on_retry = on_retry
         self._backoff = backoff or Backoff()
+        self._stream_always = stream_always
 
     async def generate(
         self,
@@ -151,9 +162,10 @@ class GrpcPolicy:
         on_text: CandidateTextSink | None = None,
         on_partial: PartialSink | None = None,
     ) -> Generation:
-        """One policy call. With ``on_text`` it streams (GenerateStream), handing every
-        candidate's deltas on as they arrive; the stream carries no per-token logprobs, so a
-        call that wants them goes unary and hands each candidate's text on whole when it returns."""
+        """One policy call. With ``on_text`` (or ``stream_always``) it streams (GenerateStream),
+        handing every candidate's deltas to ``on_text`` as they arrive; the stream carries no
+        per-token logprobs, so a call that wants them goes unary and hands each candidate's text
+        on whole when it returns."""
         request = policy_pb2.GenerateRequest(
             model=self._model,
             input=prompt_input(call.messages, call.assistant_prefix, call.shape),
@@ -161,19 +173,15 @@ class GrpcPolicy:
             request_id=self._request_id,
         )
         until = min(self._retry_until, time.monotonic() + self._timeout)
-        attempts = Attempts(until, self._backoff, self._on_retry)
-        streamed = on_text is not None and not call.logprobs
+        attempts = _ReplicaAttempts(self, until, self._backoff, self._on_retry)
+        if not call.logprobs and (on_text is not None or self._stream_always):
+            return await self._stream(request, call.seeds, on_text, attempts, on_partial)
         while True:
             try:
-                if streamed and on_text is not None:
-                    return await self._stream(request, call.seeds, on_text, attempts, on_partial)
                 response = await self._stub.Generate(request, timeout=self._timeout)
                 break
             except grpc.aio.AioRpcError as err:
-                if not streamed and self._fail_over(err):
-                    continue
-                if not streamed and await attempts.again(err):
-                    self._stub = self._stubs[0]  # the job's own replica first again
+                if await attempts.again(err):
                     continue
                 raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
         generation = Generation(
@@ -199,19 +207,20 @@ class GrpcPolicy:
         self,
         request: policy_pb2.GenerateRequest,
         seeds: Sequence[int],
-        on_text: CandidateTextSink,
+        on_text: CandidateTextSink | None,
         attempts: Attempts,
         on_partial: PartialSink | None = None,
     ) -> Generation:
         """Generate through GenerateStream, handing each candidate's text deltas to ``on_text``
-        (with the candidate's index) as they arrive. The stream carries no per-token logprobs
-        (the caller asks for none). Every
-        chunk carries its candidate's token count, so a stream that ends early (cancelled,
-        failed) hands what it had received to ``on_partial``: those tokens were decoded."""
+        (with the candidate's index) as they arrive, when given. The stream carries no per-token
+        logprobs (the caller asks for none). Every chunk carries its candidate's token count, so
+        a stream that ends early (cancelled, cut by the deadline, failed) hands what it had
+        received to ``on_partial``: those tokens were decoded. A failure becomes a
+        ``ComponentError`` like a unary call's."""
         parts: dict[int, _Streamed] = {}
         usage = common_pb2.Usage()
         try:
-            # Reopened on UNAVAILABLE only before its first chunk (retry.stream).
+            # Reopened on UNAVAILABLE (on the next replica first) only before its first chunk (retry.stream).
             async for chunk in stream(lambda: self._stub.GenerateStream(request, timeout=self._timeout), attempts):
                 if chunk.HasField("usage"):
                     usage = chunk.usage
@@ -219,15 +228,36 @@ class GrpcPolicy:
                 part.tokens = max(part.tokens, chunk.completion_tokens)
                 if chunk.text_delta:
                     part.text.append(chunk.text_delta)
-                    await on_text(chunk.index, chunk.text_delta)
+                    if on_text is not None:
+                        await on_text(chunk.index, chunk.text_delta)
                 if chunk.finish_reason:
                     part.finish = chunk.finish_reason
                 part.tool_calls.extend(chunk.tool_calls)
-        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+        except (asyncio.CancelledError, grpc.aio.AioRpcError) as err:
             if on_partial is not None and parts:
                 on_partial(_assembled(parts, usage, seeds))
+            if isinstance(err, grpc.aio.AioRpcError):
+                raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
             raise
         return _assembled(parts, usage, seeds)
+
+
+class _ReplicaAttempts(Attempts):
+    """One call's next attempt: an UNAVAILABLE replica hands the call to the job's next one at
+    once; when none is left, the call waits a backoff step (``Attempts``) and starts over at
+    the job's own replica."""
+
+    def __init__(self, policy: GrpcPolicy, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._policy = policy
+
+    async def again(self, err: grpc.aio.AioRpcError) -> bool:
+        if self._policy._fail_over(err):
+            return True
+        if await super().again(err):
+            self._policy._stub = self._policy._stubs[0]
+            return True
+        return False
 
 
 def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequence[int]) -> Generation:

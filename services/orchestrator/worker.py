@@ -38,6 +38,7 @@ from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
 from services.orchestrator.events import JobEventPublisher
+from services.orchestrator.metering import Meter, MeteredExecutor, MeteredPolicy, MeteredVerifier
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.settings import OrchestratorSettings
 from services.search.run import run_search
@@ -217,18 +218,29 @@ class JobRunner:
             timeout=timeout or 600.0,
             retry_for=min(self.settings.policy_wait_s, job.budget.deadline_seconds or self.settings.policy_wait_s),
             on_retry=lambda reason: self.metrics.policy_retries.labels(reason).inc(),
+            stream_always=True,  # a call cut off by a cancel or the deadline still says what it cost
         )
 
     async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
         job_id = job.job_id
         timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
-        policy = await self._policy(job.model, job, timeout)
+        # Every call is metered: a cancelled search reports no spend of its own (metering.py).
+        meter = Meter()
+        policy = MeteredPolicy(await self._policy(job.model, job, timeout), meter)
         # The cascade's larger deployment; only a cascade job calls it.
         escalate_to = self.settings.escalation_model
-        escalation = await self._policy(escalate_to, job, timeout) if escalate_to and escalate_to != job.model else None
+        escalation = (
+            MeteredPolicy(await self._policy(escalate_to, job, timeout), meter)
+            if escalate_to and escalate_to != job.model
+            else None
+        )
         judge = self.settings.judge_model or job.model
-        verifier = GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0)
-        executor = GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0)
+        verifier = MeteredVerifier(
+            GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0), meter
+        )
+        executor = MeteredExecutor(
+            GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0), meter
+        )
         publisher = JobEventPublisher(job_id, lambda event: self.events.publish(job_id, event), quiet=job.quiet)
         search = run_search(
             job,
@@ -251,7 +263,7 @@ class JobRunner:
             if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # the worker itself is stopping: leave the job for redelivery
             self.metrics.cancellations.inc()
-            await self._record_cancelled(job)
+            await self._record_cancelled(job, meter.usage(), started)
             return "cancelled"
         except ServiceError as err:
             publisher.close()
@@ -263,7 +275,9 @@ class JobRunner:
             log.exception("search failed", extra={"job_id": job_id})
             publisher.close()
             code = "DEADLINE_EXCEEDED" if isinstance(err, TimeoutError) else "INTERNAL"
-            await self.events.record_result(self._failed(job, JobError(code, str(err) or code)), ev.FAILED)
+            result = self._failed(job, JobError(code, str(err) or code))
+            result.budget_used.CopyFrom(meter.usage())  # what was decoded before it failed is spent
+            await self.events.record_result(result, ev.FAILED)
             self.metrics.jobs.labels(job.strategy.name, "error").inc()
             return "failed"
         finally:
@@ -316,14 +330,29 @@ class JobRunner:
             error=error.to_json(),
         )
 
-    async def _record_cancelled(self, job: orchestrator_pb2.SearchJob) -> None:
+    async def _record_cancelled(
+        self,
+        job: orchestrator_pb2.SearchJob,
+        used: orchestrator_pb2.BudgetUse | None = None,
+        started: float = 0.0,
+    ) -> None:
+        """Record a cancelled job. A search stopped by the cancel charges what its calls had
+        spent (``used``, from the meter): in the result when the worker saw the cancel first,
+        else (the gateway recorded the cancellation) beside it, where readers of the result
+        find it (``JobEvents.result``)."""
         result = orchestrator_pb2.SearchResult(
             job_id=job.job_id,
             strategy=job.strategy.name,
             termination=orchestrator_pb2.TERMINATION_CANCELLED,
             error=JobError("CANCELLED", "cancelled").to_json(),
         )
-        await self.events.record_result(result, ev.CANCELLED)
+        if used is not None:
+            result.budget_used.CopyFrom(used)
+            result.budget_used.wall_seconds = time.time() - started
+            result.started_at = started
+            self.metrics.generated_tokens.labels(job.strategy.name).inc(used.generated_tokens)
+        if not await self.events.record_result(result, ev.CANCELLED) and used is not None:
+            await self.events.record_spent(result)
         self.metrics.jobs.labels(job.strategy.name, "cancelled").inc()
 
 
