@@ -81,6 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=DrawSettings.temperature)
     p.add_argument("--cot-max-tokens", type=int, default=DrawSettings.cot_max_tokens)
     p.add_argument("--code-max-tokens", type=int, default=DrawSettings.code_max_tokens)
+    p.add_argument("--program-max-tokens", type=int, default=DrawSettings.program_max_tokens,
+                   help="per program (default: the strategy's own cap; lower only for a smoke run)")  # fmt: skip
     p.add_argument(
         "--out", type=Path, default=None, help="folder of the table and pools (default docs/data/calibration/<model>)"
     )
@@ -99,7 +101,8 @@ def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
     problems: list[Problem] = build_problem_set("calibration", per_family=a.per_family, seed=a.seed, families=families)
     check_disjoint(problems, build_problem_set("heldout", per_family=a.per_family, seed=a.seed, families=families))
     settings = DrawSettings(k=a.k, temperature=a.temperature, cot_max_tokens=a.cot_max_tokens,
-                            code_max_tokens=a.code_max_tokens, seed=a.seed)  # fmt: skip
+                            code_max_tokens=a.code_max_tokens, program_max_tokens=a.program_max_tokens,
+                            seed=a.seed)  # fmt: skip
     run = PoolRun(
         model=a.model, split="calibration", problems=problems, directory=pools_dir, settings=settings,
         data=data_provenance("calibration", a.seed, a.per_family, families), chunk_size=1, hours=a.hours,
