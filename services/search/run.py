@@ -39,6 +39,7 @@ from services.search.strategies.config import Sampling, StrategyInput
 from services.search.strategies.context import Context
 from services.search.strategies.results import Choice
 from services.search.strategies.runner import Execution, execute
+from services.search.strategies.signals import answer_confidence, difficulty_of
 from services.search.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
 DEFAULT_MAX_TOKENS = 1024
@@ -179,7 +180,7 @@ def alternatives(job: orchestrator_pb2.SearchJob, choice: Choice | None, ranking
 def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context) -> orchestrator_pb2.SearchResult:
     choice = execution.choice
     answer, answer_tokens = _answer(job, choice, ctx) if choice is not None else (orchestrator_pb2.Answer(), 0)
-    return orchestrator_pb2.SearchResult(
+    result = orchestrator_pb2.SearchResult(
         job_id=job.job_id,
         answer=answer.text,
         reasoning=answer.reasoning,
@@ -199,6 +200,10 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         candidates_saved=ctx.early_stop_saved,
         tokens_saved=_tokens_saved(ctx),
     )
+    confidence = answer_confidence(choice.signals, difficulty_of(job.difficulty)) if choice is not None else None
+    if confidence is not None:  # absent, not 0, where the strategy had no signal
+        result.confidence = confidence
+    return result
 
 
 def _tokens_saved(ctx: Context) -> int:

@@ -5,7 +5,11 @@ mean, last) turns step scores into one score — ``min``/``product`` are the sou
 
 With tools or a response format, candidates without a vote key (a tool call that does not
 validate against its schema, text that is not the required JSON) are not scored unless no
-candidate has one; the verifier judges the text with its tool calls rendered."""
+candidate has one; the verifier judges the text with its tool calls rendered.
+
+The chosen answer carries its confidence signals (family ``bon``, :mod:`~.signals`): the
+judge's score of it, and how many of the N drawn candidates share its vote key (every drawn
+candidate a ballot, as the calibration replay counts them)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from services.search.strategies.base import Strategy
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context
 from services.search.strategies.results import Outcome
+from services.search.strategies.signals import BON, vote_signals
 from services.search.strategies.verifier_choice import VerifierChoice, read_verifier
 
 
@@ -49,6 +54,9 @@ class BestOfN(Strategy):
         best = order[0]
         v = verdicts[best]
         choice = ctx.ranking[0]
+        keys = [ctx.keys.key(g.candidate) for g in generated]
+        chosen = ctx.keys.key(scoreable[best].candidate)
+        choice.signals = vote_signals(BON, keys, [1.0] * len(keys), chosen, judge_score=v.score)
         ctx.offer(choice, force=True)
         ctx.event("select", f"chose {ctx.label(scoreable[best].node.id)} (score {v.score:.2f})")
         return Outcome(choice, "solved" if self.verifier.hard and v.passed else "completed")

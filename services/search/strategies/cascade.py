@@ -3,11 +3,19 @@
 A larger model is right more often on some tasks (long products, equations: issue #20) and no
 better on others, at about three times the cost per token on 2 cores. The cascade spends that
 cost only where the cheap vote shows doubt: it runs an inner voting strategy (program-of-thought
-by default, or self-consistency) on the job's model, and when the winning answer's share of the
-candidates drawn is below ``threshold`` (abstaining programs count against it, so "no program
-produced an answer" always escalates) it runs the same inner strategy again on the escalation
-deployment, whose answer is returned. Both runs spend the one job budget, so usage counts both
-models' tokens, and the trace has an ``escalate`` node holding the small vote's share.
+by default, or self-consistency) on the job's model, and when the small vote's calibrated
+confidence (the number the reply reports as ``ttc.confidence``: ``services/common/confidence.py``,
+from the vote's signals, abstaining programs counting against the winner) is below ``threshold``,
+or the vote has no confidence (no program produced an answer), it runs the same inner strategy
+again on the escalation deployment, whose answer is returned. Both runs spend the one job budget,
+so usage counts both models' tokens, and the trace has an ``escalate`` (or ``settled``) node
+whose score is the small vote's confidence.
+
+Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
+0.75: a probability now, not a share; one agreeing greedy program alone is about 0.57 and
+escalates, three agreeing about 0.78 and stand), and the inner strategy's own params. The search
+does not see the gateway's difficulty estimate, so the threshold is compared with the confidence
+computed without it (its fitted weight is 0 while the pools carry none).
 
 The escalation deployment is the worker's (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): a request
 pins ``cascade`` but cannot name arbitrary models behind the gateway's back. Where it is unset
@@ -27,10 +35,16 @@ from services.search.strategies.config import StrategyInput
 from services.search.strategies.context import Context
 from services.search.strategies.program import ProgramOfThought
 from services.search.strategies.results import Outcome
+from services.search.strategies.signals import answer_confidence
 from services.search.strategies.voting import SelfConsistency
 
 INNER: dict[str, type[Strategy]] = {"program_of_thought": ProgramOfThought, "self_consistency": SelfConsistency}
 OWN_PARAMS = ("inner", "threshold")
+
+
+def small_confidence(outcome: Outcome) -> float | None:
+    """The calibrated confidence of ``outcome``'s answer; ``None`` without an answer or signals."""
+    return answer_confidence(outcome.choice.signals) if outcome.choice is not None else None
 
 
 def vote_share(outcome: Outcome, drawn: int) -> float:
@@ -65,17 +79,21 @@ class Cascade(Strategy):
         before = ctx.candidates_generated
         small = await self.inner.run(ctx)
         share = vote_share(small, ctx.candidates_generated - before)
-        settled = small.choice is not None and share >= self.threshold
+        confidence = small_confidence(small)
+        settled = small.choice is not None and confidence is not None and confidence >= self.threshold
+        shown = "none" if confidence is None else f"{confidence:.2f}"
         node = ctx.trace.add(
             ctx.trace.root.id,
             "escalate" if not settled else "settled",
-            text=f"small model's vote share {share:.2f} (threshold {self.threshold:.2f})",
-            score=share,
+            text=f"small model's confidence {shown} (vote share {share:.2f}; threshold {self.threshold:.2f})",
+            score=confidence or 0.0,
         )
         if settled:
-            ctx.event("cascade", f"the small model's vote settled it (share {share:.2f})")
+            ctx.event("cascade", f"the small model's vote settled it (confidence {shown}, share {share:.2f})")
             return small
-        ctx.event("cascade", f"vote share {share:.2f} < {self.threshold:.2f}: escalating to the larger model")
+        ctx.event(
+            "cascade", f"confidence {shown} < {self.threshold:.2f} (share {share:.2f}): escalating to the larger model"
+        )
         own_policy = ctx.policy
         ctx.policy = ctx.escalation
         try:

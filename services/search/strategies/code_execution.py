@@ -16,6 +16,12 @@ The inputs are only ever literals (``code_behaviour.parse_tests``); the model's 
 tests run only in the sandbox. Every call goes through the ``Context``: tokens, sandbox runs
 and verifier calls count against the budget, and the trace holds the candidates (with their
 runs), the test text, the parsed inputs and the clusters.
+
+The chosen answer's confidence signals (:mod:`~.signals`, family ``code_clusters``): its
+cluster's share of the ``n`` candidates, the clusters as distinct answers, the candidates with
+nothing to run as abstentions. The pools' code vote groups equal source text, not behaviour, so
+this family is not fitted and takes the documented fallback. Without parsed inputs there is no
+behaviour to compare and the signals are absent.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from services.common.confidence import ConfidenceSignals
 from services.common.errors import InvalidArgument
 from services.search.interfaces import Message
 from services.search.params import Params
@@ -48,6 +55,7 @@ from services.search.strategies.code_harness import harness, parse_run
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated, GenRequest
 from services.search.strategies.results import Choice, Outcome
+from services.search.strategies.signals import CODE_CLUSTERS, vote_signals
 from services.search.strategies.text import question_text
 from services.search.strategies.verifier_choice import VerifierChoice, read_verifier
 
@@ -75,6 +83,14 @@ def tests_messages(question: str, entry: str | None, count: int) -> tuple[Messag
 def describe(test: Case, entry: str | None) -> str:
     call = f"{entry or 'f'}({test.args})"
     return f"{call} == {test.expected}" if test.expected is not None else call
+
+
+def cluster_signals(candidates: int, ranked: list[Cluster]) -> ConfidenceSignals | None:
+    """The first cluster's signals: each candidate a ballot keyed by its cluster ("" for one
+    that did not run), so the share is the first cluster's size over ``candidates``."""
+    keys = [str(rank + 1) for rank, cluster in enumerate(ranked) for _ in cluster.members]
+    keys += [""] * (candidates - len(keys))
+    return vote_signals(CODE_CLUSTERS, keys, [1.0] * len(keys), "1" if ranked else "")
 
 
 @dataclass(frozen=True)
@@ -152,7 +168,7 @@ class CodeExecution(Strategy):
         await self._user_tests(ctx, candidates, entries)
         ranked = dual_agreement(entries) if self.select == "dual_agreement" else clusters(entries)
         ranked = await self._judge(ctx, candidates, ranked)
-        return await self._decide(ctx, candidates, entries, ranked)
+        return await self._decide(ctx, candidates, entries, ranked, observed=bool(tests))
 
     async def _execute(
         self, ctx: Context, index: int, generated: Generated, entry: str | None, tests: list[Case], imports: str
@@ -196,8 +212,9 @@ class CodeExecution(Strategy):
         return sorted(ranked, key=lambda c: c.key(), reverse=True)
 
     async def _decide(
-        self, ctx: Context, candidates: list[Generated], entries: list[Entry], ranked: list[Cluster]
-    ) -> Outcome:
+        self, ctx: Context, candidates: list[Generated], entries: list[Entry], ranked: list[Cluster], *,
+        observed: bool = True,
+    ) -> Outcome:  # fmt: skip
         root = ctx.trace.root.id
         runnable = len(entries) or 1
         for rank, cluster in enumerate(ranked):
@@ -217,6 +234,8 @@ class CodeExecution(Strategy):
             return Outcome(choice)
         ctx.ranking = [self._choice(candidates, c, runnable) for c in ranked]
         choice = ctx.ranking[0]
+        if observed:
+            choice.signals = cluster_signals(len(candidates), ranked)
         ctx.offer(choice, force=True)
         top = ranked[0]
         abstained = len(candidates) - sum(len(c.members) for c in ranked)

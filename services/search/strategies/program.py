@@ -26,6 +26,11 @@ Modes (``params.mode``):
 Sampling draws in waves (greedy first, then sampled at the job's temperature) and stops early
 when the vote is settled (:mod:`services.search.strategies.stopping`); the votes not
 drawn are reported as saved in the final progress event and on the vote trace node.
+
+The chosen answer carries the vote's confidence signals (:mod:`~.signals`), family ``pot``, or
+``hybrid`` when chains of thought vote too (with whether the programs' and the thoughts' leaders
+agree): every ballot drawn, resampled programs and abstentions included. When the fallback chain
+of thought answers alone, its share is its own (1.0) and the programs count as abstentions.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import ClassVar, Literal
 
 from services.common.answer_form import parse_form, strip_form
 from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals, vote_key
+from services.common.confidence import ConfidenceSignals
 from services.common.errors import InvalidArgument
 from services.search.interfaces import Message
 from services.search.params import Params
@@ -46,6 +52,7 @@ from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated, GenRequest
 from services.search.strategies.program_checks import computes_nothing
 from services.search.strategies.results import Choice, Outcome
+from services.search.strategies.signals import HYBRID, POT, agreement, fallback_signals, vote_signals
 from services.search.strategies.stopping import should_stop, wave_sizes
 from services.search.strategies.text import question_text
 
@@ -149,6 +156,7 @@ class _Ballot:
     output: str = ""
     answer: str = ""  # the value it printed (program_answer)
     abstained: str = ""  # why a program that ran does not vote
+    thought: bool = False  # a chain-of-thought ballot (the hybrid's, or the fallback)
 
 
 def evidence_text(chosen: _Ballot, ballots: list[_Ballot], votes: dict[str, float], winner: str) -> str:
@@ -232,11 +240,13 @@ class ProgramOfThought(Strategy):
                     break
         saved = self.n - drawn
         ballots.extend(await self._resample(ctx, messages, ballots, decimals))
+        fell_back = False
         if not any(b.key for b in ballots) and self.fallback and self.cot == 0:
             ctx.event("vote", "no program printed an answer; answering by chain of thought")
             generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0)
             ballots.extend(self._cot_ballot(g, decimals) for g in generated)
-        return await self._decide(ctx, ballots, saved)
+            fell_back = True
+        return await self._decide(ctx, ballots, saved, fell_back=fell_back)
 
     async def _resample(
         self, ctx: Context, messages: tuple[Message, ...], ballots: list[_Ballot], decimals: int | None
@@ -298,7 +308,7 @@ class ProgramOfThought(Strategy):
         return min(ctx.sampling.max_tokens, PROGRAM_MAX_TOKENS)
 
     def _cot_ballot(self, generated: Generated, decimals: int | None) -> _Ballot:
-        return _Ballot(generated, normalize_for_vote(generated.text, decimals=decimals), self.cot_weight)
+        return _Ballot(generated, normalize_for_vote(generated.text, decimals=decimals), self.cot_weight, thought=True)
 
     async def _execute(self, ctx: Context, generated: Generated, decimals: int | None) -> _Ballot:
         program = program_source(generated.text)
@@ -318,7 +328,21 @@ class ProgramOfThought(Strategy):
             abstained=guess or "",
         )  # fmt: skip
 
-    async def _decide(self, ctx: Context, ballots: list[_Ballot], saved: int) -> Outcome:
+    def signals(self, ballots: list[_Ballot], winner: str, *, fell_back: bool = False) -> ConfidenceSignals | None:
+        """The vote's confidence signals, as the calibration replay computes them (``_pot_run``)."""
+        family = HYBRID if self.cot > 0 else POT
+        if fell_back:
+            return fallback_signals(family, sum(1 for b in ballots if not b.thought), winner)
+        programs = [b for b in ballots if not b.thought]
+        thoughts = [b for b in ballots if b.thought]
+        agree = agreement(
+            [b.key for b in programs], [b.weight for b in programs], [b.key for b in thoughts],
+            [b.weight for b in thoughts],
+        )  # fmt: skip
+        return vote_signals(family, [b.key for b in ballots], [b.weight for b in ballots], winner,
+                            programs_agree=agree)  # fmt: skip
+
+    async def _decide(self, ctx: Context, ballots: list[_Ballot], saved: int, *, fell_back: bool = False) -> Outcome:
         votes = self._tally(ballots)
         total = sum(b.weight for b in ballots) or 1.0
         if not votes:
@@ -348,6 +372,7 @@ class ProgramOfThought(Strategy):
             score=votes[winner] / total,
             votes=len(members),
             answer=chosen.answer if chosen.program else "",
+            signals=self.signals(ballots, winner, fell_back=fell_back),
         )
         ctx.offer(choice, force=True)
         return Outcome(choice)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from services.common.confidence import ConfidenceSignals
 from services.search.interfaces import TokenLogprob, ToolCall
 
 Termination = Literal["solved", "budget", "deadline", "error", "completed", "cancelled"]
@@ -19,7 +20,10 @@ class Choice:
     forced prefix plus a continuation, or a rendered program): only then are ``tokens`` (its
     token logprobs) the answer's. ``votes`` counts the candidates that agreed with it. ``text``
     is what the strategy produced (a chain of thought, or a program with its output), the
-    evidence; what the reply shows is rendered from it (``services/search/presentation.py``)."""
+    evidence; what the reply shows is rendered from it (``services/search/presentation.py``).
+    ``signals`` is what the strategy's final vote says about the answer (vote share, votes,
+    abstentions, ...: :mod:`~.signals`), from which the result's calibrated ``confidence`` is
+    computed; ``None`` where the strategy has no such signal (the confidence is then absent)."""
 
     text: str
     node_id: str
@@ -35,6 +39,7 @@ class Choice:
     # The answer's value when the strategy knows it exactly (a program's printed answer); ""
     # when it is read out of ``text``. The reply renders it in the form the question asked for.
     answer: str = ""
+    signals: ConfidenceSignals | None = None
 
     def rank(self) -> tuple[bool, bool, float]:
         return (self.scored, self.passed, self.score)

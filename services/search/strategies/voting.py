@@ -27,6 +27,7 @@ from services.search.strategies.base import Strategy
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated
 from services.search.strategies.results import Choice, Outcome
+from services.search.strategies.signals import SC, WVOTE, vote_signals
 from services.search.strategies.stopping import should_stop, wave_sizes
 from services.search.strategies.text import question_text, safe_mean
 from services.search.strategies.verifier_choice import VerifierChoice, read_verifier
@@ -122,6 +123,7 @@ async def _vote_and_choose(
     passed: list[bool] | None,
     stage: str,
     decimals: int | None = None,
+    family: str = SC,
 ) -> Outcome:
     candidates = [g.candidate for g in generated]
     keys = [ctx.keys.key(c, decimals=decimals) for c in candidates]
@@ -142,6 +144,8 @@ async def _vote_and_choose(
         scored=scores is not None,
         votes=len(winner.members),
     )
+    judge = score if scores is not None and winner.key else None
+    choice.signals = vote_signals(family, keys, weights, winner.key, judge_score=judge)
     ctx.offer(choice, force=True)
     return Outcome(choice)
 
@@ -215,7 +219,9 @@ class WeightedVote(Strategy):
             return Outcome(None)
         verdicts = await ctx.verify(self.verifier, [g.shown for g in generated], [g.node.id for g in generated])
         scores = [v.score for v in verdicts]
-        outcome = await _vote_and_choose(ctx, generated, scores, scores, [v.passed for v in verdicts], "vote")
+        outcome = await _vote_and_choose(
+            ctx, generated, scores, scores, [v.passed for v in verdicts], "vote", family=WVOTE
+        )
         if outcome.choice is not None and self.verifier.hard and outcome.choice.passed:
             return Outcome(outcome.choice, "solved")
         return outcome
