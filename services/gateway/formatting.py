@@ -137,6 +137,7 @@ def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCRe
         if result.candidates_saved
         else None,
         verifier_verdict=verdict,
+        confidence=result.confidence if result.HasField("confidence") else None,
         termination=termination_name(result),
         budget=BudgetReport(**(record.budget.model_dump() if record.budget else {})),
         budget_used=budget_used_of(used),

@@ -118,6 +118,14 @@ class TTCReport(BaseModel):
         None, description="Set when adaptive early stopping left candidates undrawn because the vote was settled."
     )
     verifier_verdict: VerifierVerdict | None = None
+    confidence: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="The calibrated probability that the answer is right (docs/confidence.md), from the "
+        "strategy's vote: escalate, retry at a higher effort or flag the answer below your threshold. "
+        "null where the strategy has no signal to compute it from (one sample, a tree search).",
+    )
     termination: str = ""
     budget: BudgetReport = Field(default_factory=BudgetReport)
     budget_used: BudgetUsed = Field(default_factory=BudgetUsed)

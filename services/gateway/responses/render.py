@@ -64,6 +64,8 @@ def search_summary(report: TTCReport) -> str:
     if report.verifier_verdict is not None and report.verifier_verdict.verifier:
         verdict = report.verifier_verdict
         text += f" Verifier {verdict.verifier}: {'passed' if verdict.passed else 'not passed'} ({verdict.score:.2f})."
+    if report.confidence is not None:
+        text += f" Confidence {report.confidence:.2f}."
     if report.degraded_by:
         text += f" Effort lowered by {', '.join(report.degraded_by)}."
     return text
