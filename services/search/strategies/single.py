@@ -6,7 +6,10 @@ strategy is compared against. With a verifier it also reports that answer's scor
 
 With ``SearchJob.answers`` = k > 1 it draws k samples in one call (OpenAI's n); the first is
 the answer (greedy with ``greedy``, the others then sampled at the job's temperature). One
-answer streams token by token when the job streams it."""
+answer streams token by token when the job streams it.
+
+Its answer carries no confidence signals, so the reply's ``ttc.confidence`` is null: one sample
+has no vote to read, and the fitted greedy family is a constant (docs/confidence.md)."""
 
 from __future__ import annotations
 
