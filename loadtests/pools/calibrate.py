@@ -36,6 +36,7 @@ from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source
 from loadtests.pools.draw import DrawSettings
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
 from services.common.task_type import TASK_TYPES
+from services.gateway.effort import EFFORTS
 from services.search.strategies.stopping import should_stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,6 @@ DEFAULT_OUT = ROOT / "docs" / "data" / "calibration"
 # problems of every family (the set interleaves families, so any prefix covers them all).
 DEFAULT_PER_FAMILY = 2
 DEFAULT_K = 4
-EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 def safe_name(model: str) -> str:
@@ -156,7 +156,7 @@ def ladder_card(table: dict[str, Any]) -> str:
     groups = [("default", table["routes"])]
     groups += [(t, table["task_routes"][t]) for t in TASK_TYPES if t in table["task_routes"]]
     for name, routes in groups:
-        for effort in EFFORT_ORDER:
+        for effort in EFFORTS:
             for bin_name, route in routes.get(effort, {}).items():
                 e = route.get("expected") or {}
                 low, high = e.get("interval", (0.0, 0.0))
