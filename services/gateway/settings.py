@@ -83,9 +83,9 @@ class GatewaySettings(BaseSettings):
     )
     routing_tables: str = Field(
         "",
-        description="Per-model routing tables, 'model=path,...' (a served model name, not an alias; `make calibrate` "
-        "writes routing.<model>.json): each is loaded and validated at start-up, and a model named here is routed "
-        "by its own table and its ladder card (/v1/models/{model}/ladder) carries that table's measured figures. "
+        description="Per-model routing tables, `model=path,...` (a served model name, not an alias; `make calibrate` "
+        "writes `routing.<model>.json`): each is loaded and validated at start-up, and a model named here is routed "
+        "by its own table and its ladder card (`/v1/models/{model}/ladder`) carries that table's measured figures. "
         "Other models use routing_table and their card says they are not calibrated.",
     )
     default_max_tokens: int = Field(
