@@ -40,6 +40,7 @@ from services.policy.engines.base import StreamDelta
 from services.policy.engines.llamacpp_sampling import Logits
 from services.policy.engines.llamacpp_slots import Slots
 from services.policy.engines.llamacpp_tasks import Emit, Entry, GenTask, Task, Vocab
+from services.policy.engines.stream_coalesce import DeltaMailbox, coalesce
 
 log = logging.getLogger(__name__)
 
@@ -291,18 +292,25 @@ async def run_task(batch: BatchLoop, task: Task) -> Any:
 async def stream_task(batch: BatchLoop, build: Callable[[Emit], GenTask]) -> AsyncGenerator[StreamDelta, None]:
     """Run the generation ``build(emit)`` and yield its deltas as they are decoded."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[StreamDelta | None] = asyncio.Queue()
-
-    def emit(delta: StreamDelta) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, delta)
-
-    task = build(emit)
+    queue: asyncio.Queue[list[StreamDelta] | None] = asyncio.Queue()
+    mailbox = DeltaMailbox(loop.call_soon_threadsafe, queue.put_nowait)
+    task = build(mailbox.put)
     # deltas and the result are handed over in order, so the end marker comes after every delta
     task.future.add_done_callback(lambda _: queue.put_nowait(None))
     batch.submit(task)
     try:
-        while (delta := await queue.get()) is not None:
-            yield delta
+        while (ready := await queue.get()) is not None:
+            ended = False
+            while not queue.empty():  # everything already waiting goes out as one delta per candidate
+                more = queue.get_nowait()
+                if more is None:
+                    ended = True
+                    break
+                ready.extend(more)
+            for delta in coalesce(ready):
+                yield delta
+            if ended:
+                break
         task.future.result()
     finally:
         if not task.future.done():
