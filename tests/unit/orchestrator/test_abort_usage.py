@@ -29,7 +29,9 @@ from services.search.run import run_search
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
-from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, _chunks_sent
+from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, _chunks_sent, served
+
+__all__ = ["served"]  # the in-process policy fixture
 
 
 class FinishingPolicy(StallingPolicy):
@@ -52,16 +54,6 @@ async def _serve(fake: policy_pb2_grpc.PolicyServicer) -> tuple[grpc.aio.Server,
 
 
 @pytest.fixture
-async def stalling() -> AsyncIterator[tuple[StallingPolicy, str]]:
-    fake = StallingPolicy()
-    server, target = await _serve(fake)
-    try:
-        yield fake, target
-    finally:
-        await server.stop(None)
-
-
-@pytest.fixture
 async def finishing() -> AsyncIterator[tuple[FinishingPolicy, str]]:
     fake = FinishingPolicy()
     server, target = await _serve(fake)
@@ -76,9 +68,9 @@ def _call(**kw: object) -> GenerateCall:
 
 
 async def test_a_call_without_a_text_sink_streams_and_a_cancel_hands_over_its_tokens(
-    stalling: tuple[StallingPolicy, str],
+    served: tuple[StallingPolicy, str],
 ) -> None:
-    fake, target = stalling
+    fake, target = served
     partial: list[Generation] = []
     async with insecure_channel(target) as channel:
         policy = GrpcPolicy(channel, stream_always=True)
@@ -91,8 +83,8 @@ async def test_a_call_without_a_text_sink_streams_and_a_cancel_hands_over_its_to
     assert [c.completion_tokens for c in got.candidates] == [SENT]
 
 
-async def test_without_stream_always_or_with_logprobs_the_call_is_unary(stalling: tuple[StallingPolicy, str]) -> None:
-    fake, target = stalling
+async def test_without_stream_always_or_with_logprobs_the_call_is_unary(served: tuple[StallingPolicy, str]) -> None:
+    fake, target = served
     async with insecure_channel(target) as channel:
         # StallingPolicy's Generate answers at once; its stream would stall for an hour.
         plain = await asyncio.wait_for(GrpcPolicy(channel).generate(_call()), 10)
@@ -148,9 +140,9 @@ async def test_the_meter_charges_what_the_searchs_budget_charges(strategy: str) 
         assert getattr(metered, name) == getattr(used, name), name
 
 
-async def test_a_cancelled_search_still_has_its_spend_in_the_meter(stalling: tuple[StallingPolicy, str]) -> None:
+async def test_a_cancelled_search_still_has_its_spend_in_the_meter(served: tuple[StallingPolicy, str]) -> None:
     """What the worker records for a cancelled job: the stream's tokens as far as they came."""
-    fake, target = stalling
+    fake, target = served
     meter = Meter()
     async with insecure_channel(target) as channel:
         policy = MeteredPolicy(GrpcPolicy(channel, stream_always=True), meter)

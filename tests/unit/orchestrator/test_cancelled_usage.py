@@ -17,14 +17,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
-import grpc
 import pytest
 import redis.asyncio as aioredis
 
 from services.common.metrics import ServiceMetrics
-from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2_grpc
+from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.queue import JobQueue
 from services.orchestrator.metrics import OrchestratorMetrics
@@ -33,27 +32,16 @@ from services.orchestrator.worker import JobRunner
 from tests.conftest import RedisServer
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy
+from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, served
+
+__all__ = ["served"]  # the in-process policy fixture
 
 
 @pytest.fixture
-async def policy() -> AsyncIterator[tuple[StallingPolicy, str]]:
-    server = grpc.aio.server()
-    fake = StallingPolicy()
-    policy_pb2_grpc.add_PolicyServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield fake, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
-
-
-@pytest.fixture
-def runner(policy: tuple[StallingPolicy, str], redis_server: RedisServer) -> Iterator[JobRunner]:
+def runner(served: tuple[StallingPolicy, str], redis_server: RedisServer) -> Iterator[JobRunner]:
     unused = f"127.0.0.1:{free_port()}"  # a best-of-n search is cancelled before it verifies
     settings = OrchestratorSettings(
-        policy_target=policy[1],
+        policy_target=served[1],
         verifier_target=unused,
         sandbox_target=unused,
         policy_affinity=False,
@@ -97,12 +85,12 @@ async def _cancelled_while_decoding(
 
 
 async def test_a_job_the_gateway_cancelled_shows_what_the_worker_had_decoded(
-    runner: JobRunner, policy: tuple[StallingPolicy, str]
+    runner: JobRunner, served: tuple[StallingPolicy, str]
 ) -> None:
     async def gateway_cancel(client: aioredis.Redis, job_id: str) -> None:
         assert await JobQueue(client, None, "unused", 60).cancel(job_id, "api")  # recorded first
 
-    done, result, calls = await _cancelled_while_decoding(runner, policy[0], gateway_cancel)
+    done, result, calls = await _cancelled_while_decoding(runner, served[0], gateway_cancel)
     assert done == "cancelled" and result is not None and calls >= 1
     assert result.termination == orchestrator_pb2.TERMINATION_CANCELLED
     assert "cancelled (api)" in result.error  # the gateway's own record stays the result
@@ -112,12 +100,12 @@ async def test_a_job_the_gateway_cancelled_shows_what_the_worker_had_decoded(
 
 
 async def test_a_job_its_worker_saw_cancelled_first_records_its_spend(
-    runner: JobRunner, policy: tuple[StallingPolicy, str]
+    runner: JobRunner, served: tuple[StallingPolicy, str]
 ) -> None:
     async def cancel_key_only(client: aioredis.Redis, job_id: str) -> None:
         await ev.JobEvents(client, 60).cancel(job_id)
 
-    done, result, calls = await _cancelled_while_decoding(runner, policy[0], cancel_key_only)
+    done, result, calls = await _cancelled_while_decoding(runner, served[0], cancel_key_only)
     assert done == "cancelled" and result is not None
     assert result.termination == orchestrator_pb2.TERMINATION_CANCELLED
     assert result.budget_used.generated_tokens == SENT * calls and result.started_at > 0
