@@ -116,3 +116,17 @@ def test_an_unknown_model_is_the_usual_404(client: TestClient) -> None:
         assert response.status_code == 404, response.text
         error = response.json()["error"]
         assert error["code"] == "model_not_found" and "gpt-99" in error["message"]
+
+
+def test_the_answers_conform_to_the_published_schema(client: TestClient) -> None:
+    """What schemathesis checks over ``/v1/models`` in the e2e suite, here for every card route."""
+    import schemathesis
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", client.app)
+    for path in ("/v1/models", "/v1/models/{model}", "/v1/models/{model}/ladder"):
+        operation = schema[path]["GET"]
+        for model in ("tuned", "plain", "nope"):
+            response = client.get(path.replace("{model}", model))
+            assert operation.is_valid_response(response), (path, model, response.text[:300])
+    # and the check can fail: a card is not a model list.
+    assert not schema["/v1/models"]["GET"].is_valid_response(client.get("/v1/models/tuned/ladder"))
