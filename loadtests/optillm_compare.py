@@ -91,17 +91,12 @@ def ask(config: Config, problem: Problem, ends: Endpoints) -> dict[str, Any]:
     before = ledger(ends.ledger_url) if config.system == "optillm" else {}
     start = time.perf_counter()
     try:
+        kwargs: dict[str, Any] = {"model": ends.model, "messages": problem.messages(), "max_tokens": ends.max_tokens}
         if config.system == "ttc":
-            reply = ends.gateway.chat.completions.create(
-                model=ends.model, messages=problem.messages(), reasoning_effort=config.name,  # type: ignore[arg-type]
-                max_tokens=ends.max_tokens,
-            )  # fmt: skip
+            reply = ends.gateway.chat.completions.create(**{**kwargs, "reasoning_effort": config.name})
         else:
             assert ends.optillm is not None
-            reply = ends.optillm.chat.completions.create(
-                model=ends.model, messages=problem.messages(), max_tokens=ends.max_tokens,  # type: ignore[arg-type]
-                extra_body={"optillm_approach": config.name},
-            )  # fmt: skip
+            reply = ends.optillm.chat.completions.create(**{**kwargs, "extra_body": {"optillm_approach": config.name}})
         fields["text"] = (reply.choices[0].message.content or "") if reply.choices else ""
         usage = reply.usage
         fields["reported_completion_tokens"] = int(usage.completion_tokens or 0) if usage else 0

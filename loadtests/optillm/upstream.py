@@ -40,7 +40,7 @@ def pinned_body(body: dict[str, Any], default_max_tokens: int = DEFAULT_MAX_TOKE
     n = int(pinned.get("n") or 1)
     if not pinned.get("max_tokens") and not pinned.get("max_completion_tokens"):
         pinned["max_tokens"] = default_max_tokens
-    per_answer = int(pinned.get("max_tokens") or pinned.get("max_completion_tokens"))
+    per_answer = int(pinned.get("max_tokens") or pinned.get("max_completion_tokens") or default_max_tokens)
     pinned["reasoning_effort"] = "none"
     pinned.pop("reasoning", None)
     pinned["ttc"] = {"strategy": "single", "token_budget": max(1, n * per_answer), "stream_reasoning": False}
