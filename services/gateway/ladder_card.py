@@ -115,7 +115,8 @@ def render_card(card: LadderCard) -> str:
         serves = f" (routes {', '.join(f'`{t}`' for t in card.default_serves)})" if kind == DEFAULT_KIND else ""
         lines += ["", f"#### `{kind}`{serves}", ""]
         lines += [
-            "| effort | difficulty | configuration | accuracy (95% interval) | generated tokens | prompt tokens | p50 latency |",
+            "| effort | difficulty | configuration | accuracy (95% interval) | generated tokens | prompt tokens "
+            "| p50 latency |",
             "|---|---|---|---|---|---|---|",
         ]
         for effort, bins in efforts.items():
