@@ -14,6 +14,9 @@ where it is found: request-only checks first, then a contradictory effort or a `
 past the model's context window, then the validator's verdict on the built job (named
 ``ttc.<field>`` when the request pinned the strategy).
 
+The table is the model's: its own when ``TTC_GATEWAY_ROUTING_TABLES`` names one, else the default
+(``Planner.routing``, the same objects the ladder card is computed from).
+
 Everything happens before anything is enqueued, so a request that fails any check leaves the
 queue untouched. The only compute spent is the difficulty probe, and only when the routing
 table needs it for the applied effort, the request did not pin a strategy, and admission did
