@@ -104,6 +104,13 @@ def test_reasoning_effort_buys_hidden_candidates(client: Any, stack: GatewayStac
     assert usage.completion_tokens - reasoning <= 16  # the answer itself
     trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=10).json()
     assert len([n for n in trace["nodes"] if n["action"] == "generate" or n.get("tokens")]) >= 3
+    # The vote's calibrated confidence (docs/confidence.md): a probability when the vote had an
+    # answer to count, null (never a made-up number) when no candidate had one.
+    vote = next(n for n in trace["nodes"] if n["action"] == "vote")
+    if vote.get("text"):
+        assert 0.0 < ttc["confidence"] < 1.0, ttc
+    else:
+        assert ttc["confidence"] is None, ttc
     assert stack.gateway_metric("ttc_gateway_reasoning_tokens_total", effort="low") >= reasoning
 
 
