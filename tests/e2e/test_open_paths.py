@@ -76,7 +76,11 @@ def job_status(url: str, job_id: str, key: str = ALICE) -> str:
 
 
 def engine_decoding(stack: GatewayStack) -> bool:
-    return stack.policy_metric("ttc_requests_in_flight", service="policy", method="Generate") >= 1
+    """A policy call in flight (the worker streams every call that asks no logprobs)."""
+    return any(
+        stack.policy_metric("ttc_requests_in_flight", service="policy", method=method) >= 1
+        for method in ("Generate", "GenerateStream")
+    )
 
 
 def wait_finished(url: str, job_id: str, timeout: float = 120) -> str:
@@ -134,9 +138,17 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
         what="the worker to count the cancellation",
     )
 
-    # The client sees `cancelled`, now and later; the result is the cancellation error.
+    # The client sees `cancelled`, now and later; the result is the cancellation error. The job's
+    # usage counts what its worker was sent before the cancel: some tokens, and no more than the
+    # engine decoded (it may decode a token or two past the last chunk it sent).
+    stack.wait_for(
+        lambda: "usage" in httpx.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth(ALICE), timeout=10).json(),
+        timeout=15,
+        what="the cancelled job's usage",
+    )
     job = httpx.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth(ALICE), timeout=10).json()
     assert job["status"] == "cancelled" and job["error"]["message"]
+    assert 0 < job["usage"]["completion_tokens"] <= decoded, (job["usage"], decoded)
     result = httpx.get(f"{stack.url}/v1/jobs/{job_id}/result", headers=auth(ALICE), timeout=10)
     assert result.status_code >= 400 and "cancel" in result.text
 
