@@ -117,6 +117,7 @@ def ask(config: Config, problem: Problem, ends: Endpoints) -> dict[str, Any]:
         fields["prompt_tokens"] = after["prompt_tokens"] - before.get("prompt_tokens", 0)
         fields["upstream_calls"] = after["calls"] - before.get("calls", 0)
         fields["upstream_rejected"] = after["rejected"] - before.get("rejected", 0)
+        fields["upstream_samples"] = after["samples"] - before.get("samples", 0)
         fields["upstream_rejections"] = [r for r in after["rejections"] if r["call"] > before.get("calls", 0)]
     return fields
 
