@@ -27,8 +27,8 @@ from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, par
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
-from services.gateway.model_tables import ModelTables, TableFile, load_model_tables
-from services.gateway.planning import ModelRouting, Planner
+from services.gateway.model_tables import ModelRouting, ModelTables, TableFile, load_model_tables
+from services.gateway.planning import Planner
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore
 from services.gateway.routers import chat, completions, health, jobs, models, responses, traces

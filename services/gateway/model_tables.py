@@ -19,11 +19,20 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from services.gateway.difficulty import DifficultyEstimator
 from services.gateway.fleet import parse_pairs
 from services.gateway.routing import RoutingTable
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTING = "TTC_GATEWAY_ROUTING_TABLES"
+
+
+@dataclass(frozen=True)
+class ModelRouting:
+    """One model's routing table and the difficulty estimator that table names."""
+
+    table: RoutingTable
+    estimator: DifficultyEstimator | None
 
 
 @dataclass(frozen=True)

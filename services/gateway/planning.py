@@ -14,8 +14,7 @@ where it is found: request-only checks first, then a contradictory effort or a `
 past the model's context window, then the validator's verdict on the built job (named
 ``ttc.<field>`` when the request pinned the strategy).
 
-The table is the model's: its own when ``TTC_GATEWAY_ROUTING_TABLES`` names one, else the default
-(``Planner.routing``, the same objects the ladder card is computed from).
+The table is the model's own (``TTC_GATEWAY_ROUTING_TABLES``), else the default (``Planner.routing``).
 
 Everything happens before anything is enqueued, so a request that fails any check leaves the
 queue untouched. The only compute spent is the difficulty probe, and only when the routing
@@ -44,6 +43,7 @@ from services.gateway.errors import HTTPError, too_many
 from services.gateway.fleet import PolicyFleet
 from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
+from services.gateway.model_tables import ModelRouting
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
 from services.gateway.session_events import wants_reasoning
@@ -126,14 +126,6 @@ Request = ChatCompletionRequest | CompletionRequest
 
 
 @dataclass(frozen=True)
-class ModelRouting:
-    """One model's routing table and the difficulty estimator that table names."""
-
-    table: RoutingTable
-    estimator: DifficultyEstimator | None
-
-
-@dataclass(frozen=True)
 class Admission:
     """The effort and admission step's verdict: the effort to route with (or the shed), the served
     model and each answer's token cap (lowered to its context window when the cap was not the
@@ -185,8 +177,6 @@ class Planner:
         table, ``TTC_GATEWAY_ROUTING_TABLES``) does not name."""
         self.settings = settings
         self.validate_job = validate_job
-        self.table = table
-        self.estimator = estimator
         self.default_routing = ModelRouting(table, estimator)
         self.per_model = dict(per_model or {})
         self.watch = watch

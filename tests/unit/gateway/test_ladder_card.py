@@ -19,8 +19,8 @@ from services.common.task_type import TASK_TYPES, TaskType
 from services.gateway.effort import EFFORTS
 from services.gateway.ladder_card import DEFAULT_KIND, card_of, ladder_card, render_card, render_section
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.model_tables import ModelTables, load_model_tables, load_table_file
-from services.gateway.planning import ModelRouting, Planner
+from services.gateway.model_tables import ModelRouting, ModelTables, load_model_tables, load_table_file
+from services.gateway.planning import Planner
 from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.protocol.ladder import LadderConfiguration, LadderRung, ModelCard
 from services.gateway.routing import Route

@@ -131,7 +131,7 @@ async def test_every_request_enters_each_step_once_in_the_same_order(
 async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tuple[Any, ...]]) -> None:
     estimator, validator = Estimator(), Validator()
     planner = _planner(Watch(), validator, estimator)
-    if not planner.table.needs_difficulty("high", "arithmetic"):
+    if not planner.default_routing.table.needs_difficulty("high", "arithmetic"):
         pytest.skip("the packaged table routes this effort without a difficulty estimate")
     plan = await planner.plan(_chat(reasoning_effort="high"), queue_depth=0)
     assert estimator.calls == 1 and len(routes) == 1 and len(validator.jobs) == 1
