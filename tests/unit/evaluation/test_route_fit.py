@@ -3,6 +3,7 @@ the gateway's classifier, the default for unseen kinds, coverage, bins and ``exp
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -206,3 +207,33 @@ def test_budget_multiples_that_fall_are_refused() -> None:
     falling = {**BUDGET_MULTIPLES, "high": 2.0}
     with pytest.raises(ValueError, match="must not decrease"):
         fit([text_pool("p0")], FREE, configs(), settings=FitSettings(multiples=falling))
+
+
+def test_on_random_pools_every_ladder_climbs_and_none_is_greedy(tmp_path: Path) -> None:
+    """Whatever the pools say, per task type and bin the expected accuracy never falls from one
+    effort to the next (budgets only grow over the same problems: the bin's own, or the task
+    type's for a "*" route, so like is compared with like), and the table loads."""
+    import random
+
+    rng = random.Random(7)
+    questions = [(ARITHMETIC, "chain_sum", "arithmetic"), (COUNTING, "letter_counting", "counting")]
+    pools = []
+    for i in range(16):
+        question, family, kind = questions[i % 2]
+        flips = [rng.random() < 0.4 for _ in range(10)]
+        pools.append(text_pool(f"r{i}", question, family, kind, cot_greedy=flips[0], cot=flips[1:5],
+                               program_greedy=flips[5], programs=flips[6:10],
+                               cot_tokens=rng.randint(50, 200), program_tokens=rng.randint(20, 120)))  # fmt: skip
+    features = np.random.default_rng(7).normal(size=(16, FEATURE_DIM))
+    table = fit(pools, FREE, configs(), features=features, settings=FitSettings(min_bin_problems=2)).table
+    compared = 0
+    for routes in [table["routes"], *table["task_routes"].values()]:
+        assert routes["none"]["*"]["params"] == {"greedy": True}
+        for lower, higher in itertools.pairwise(EFFORTS[1:]):
+            for name, route in routes[higher].items():
+                if name in routes[lower]:
+                    low, high = routes[lower][name]["expected"], route["expected"]
+                    assert high["accuracy"] >= low["accuracy"] - 1e-12, (lower, higher, name)
+                    compared += 1
+    assert compared >= 10
+    validate(without_expected(table), tmp_path)
