@@ -327,7 +327,9 @@ def _task_routes(
     bin_of: Mapping[str, str], s: FitSettings, chosen: dict[str, dict[str, str]],
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """A task type's routes per effort: per bin where the bin holds ``min_bin_problems``, the
-    task type's all-problem choice elsewhere; one ``*`` route where every bin agrees."""
+    task type's all-problem choice elsewhere; one ``*`` route when no bin has routes of its own.
+    A binned task type is binned at every effort (``none`` too), so each bin's figures are over
+    the same problems from one effort to the next and its ladder can be read down the card."""
     budgets = budgets_for(members, s.multiples)
     overall = choose(members, budgets)
     per_bin: dict[str, tuple[list[ProblemStats], dict[str, Choice]]] = {}
@@ -338,9 +340,8 @@ def _task_routes(
     out: dict[str, dict[str, Any]] = {}
     for effort, choice in overall.items():
         labels = {name: per_bin[name][1][effort].config if name in per_bin else choice.config for name, _ in edges}
-        if len(set(labels.values())) == 1:
-            label = next(iter(labels.values()))
-            out[effort] = {ANY_BIN: ctx.route(label, members, f"{task}, every bin")}
+        if not per_bin:
+            out[effort] = {ANY_BIN: ctx.route(choice.config, members, f"{task}, every bin")}
         else:
             out[effort] = {
                 name: ctx.route(label, per_bin[name][0], f"{task}, bin {name}") if name in per_bin
