@@ -178,3 +178,26 @@ async def test_a_quiet_job_gets_no_reasoning_and_no_stream(
     events = await _events(channel, quiet=True)
     assert "reasoning" not in [e.WhichOneof("event") for e in events]
     assert fake.streams == 0 and fake.unary == 1
+
+
+async def test_a_job_sends_no_two_reasoning_events_closer_than_the_interval() -> None:
+    """A decode step slower than the window would otherwise make one event per step."""
+    sent: list[orchestrator_pb2.ReasoningDeltas] = []
+
+    async def publish(batch: orchestrator_pb2.ReasoningDeltas) -> None:
+        sent.append(batch)
+
+    batcher = ReasoningBatcher(publish, window_s=0.01, min_interval_s=1.0)
+    loop = asyncio.get_running_loop()
+    batcher.add(ReasoningDelta("candidate 1", "tokens", "a"))
+    await asyncio.sleep(0.1)
+    assert len(sent) == 1  # the first event leaves one window after the first token
+    first = loop.time()
+    for step in range(3):  # three steps, each longer than the window
+        batcher.add(ReasoningDelta("candidate 1", "tokens", f"{step}"))
+        await asyncio.sleep(0.05)
+    assert len(sent) == 1  # held back by the interval
+    while len(sent) < 2 and loop.time() - first < 5:
+        await asyncio.sleep(0.01)
+    assert loop.time() - first >= 0.8
+    assert [d.text for d in sent[1].deltas] == ["012"] and len(sent) == 2
