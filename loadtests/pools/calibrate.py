@@ -35,8 +35,6 @@ from evaluation.provenance import git_describe
 from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source_line
 from loadtests.pools.draw import DrawSettings
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
-from services.common.task_type import TASK_TYPES
-from services.gateway.effort import EFFORTS
 from services.search.strategies.stopping import should_stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,34 +139,6 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
-def describe_route(route: dict[str, Any]) -> str:
-    params = route.get("params") or {}
-    extra = ",".join(f"{k}={v}" for k, v in params.items() if k != "greedy")
-    name = "greedy" if params.get("greedy") else f"{route['strategy']}@{route['n']}"
-    return f"{name}{f'[{extra}]' if extra else ''}{':' + route['verifier'] if route.get('verifier') else ''}"
-
-
-def ladder_card(table: dict[str, Any]) -> str:
-    """The table as a text card: per task type (the default row serves every other type) and
-    effort, the configuration and what it is expected to buy."""
-    lines = ["| task type | effort | bin | configuration | accuracy | 95% interval | gen tok | prompt tok | p50 s |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    groups = [("default", table["routes"])]
-    groups += [(t, table["task_routes"][t]) for t in TASK_TYPES if t in table["task_routes"]]
-    for name, routes in groups:
-        for effort in EFFORTS:
-            for bin_name, route in routes.get(effort, {}).items():
-                e = route.get("expected") or {}
-                low, high = e.get("interval", (0.0, 0.0))
-                p50 = e.get("p50_latency_s")
-                lines.append(
-                    f"| {name} | {effort} | {bin_name} | `{describe_route(route)}` | {e.get('accuracy', 0.0):.2f} | "
-                    f"[{low:.2f}, {high:.2f}] | {e.get('generated_tokens', 0.0):.0f} | "
-                    f"{e.get('prompt_tokens', 0.0):.0f} | {'-' if p50 is None else f'{p50:.1f}'} |"
-                )  # fmt: skip
-    return "\n".join(lines)
-
-
 def run(a: argparse.Namespace) -> int:
     out = a.out or DEFAULT_OUT / safe_name(a.model)
     pools_dir = a.pools or out / "pools"
@@ -187,14 +157,15 @@ def run(a: argparse.Namespace) -> int:
     predictions = out / f"routing.{safe_name(a.model)}.predictions.json"
     predictions.write_text(json.dumps({"provenance": result.table["provenance"], "problems": result.predictions},
                                       indent=1) + "\n")  # fmt: skip
-    from services.gateway.routing import load_routing_table
+    from services.gateway.ladder_card import ladder_card, render_card
+    from services.gateway.model_tables import load_table_file
 
     try:
-        load_routing_table(table_path)
+        source = load_table_file(table_path, what=a.model)
     except ValueError as err:
         print(f"error: {table_path} does not validate as a routing table: {err}", file=sys.stderr)
         return 1
-    print(ladder_card(result.table))
+    print(render_card(ladder_card(a.model, source, own=True)))  # the card the gateway will serve
     print(f"\nwrote {table_path} ({result.table['provenance']['problems']} problems) and {predictions}")
     print(f"serve it: TTC_GATEWAY_ROUTING_TABLES={a.model}={table_path}")
     return 0

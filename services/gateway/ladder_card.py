@@ -112,7 +112,8 @@ def render_card(card: LadderCard) -> str:
     )
     for kind, efforts in card.kinds.items():
         sources: list[str] = []  # cited under each kind's own table: a figure's section names its data
-        serves = f" (routes {', '.join(f'`{t}`' for t in card.default_serves)})" if kind == DEFAULT_KIND else ""
+        listed = ", ".join(f"`{t}`" for t in card.default_serves)
+        serves = f" (routes {listed})" if kind == DEFAULT_KIND and listed else ""
         lines += ["", f"#### `{kind}`{serves}", ""]
         lines += [
             "| effort | difficulty | configuration | accuracy (95% interval) | generated tokens | prompt tokens "

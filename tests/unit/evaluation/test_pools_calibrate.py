@@ -103,4 +103,8 @@ def test_pools_on_disk_become_a_table_the_gateway_loads(tmp_path: Path, capsys: 
     predictions = json.loads((tmp_path / "routing.org_m.predictions.json").read_text())
     assert len(predictions["problems"]) == 4
     out = capsys.readouterr().out
-    assert "| arithmetic | high | * | `program_of_thought@" in out and "TTC_GATEWAY_ROUTING_TABLES=org/m=" in out
+    assert (
+        "#### `arithmetic`" in out
+        and "| `high` | any | `program_of_thought`" in out
+        and "TTC_GATEWAY_ROUTING_TABLES=org/m=" in out
+    )
