@@ -136,11 +136,17 @@ def _strip_latex(value: str) -> str:
     return value
 
 
+_MAX_EXPONENT = 4000
+
+
 def _as_fraction(value: str) -> Fraction | None:
     """An exact rational for plain numbers, ``a/b`` and ``\\frac{a}{b}``; else ``None``."""
     candidate = value.replace(",", "") if re.fullmatch(_NUMBER, value) else value
     try:
         if re.fullmatch(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?", candidate):
+            exponent = re.search(r"[eE]([-+]?\d+)$", candidate)
+            if exponent and abs(int(exponent.group(1))) > _MAX_EXPONENT:
+                return None  # Fraction would build a number of that many digits
             return Fraction(candidate)
     except (ValueError, ZeroDivisionError):
         return None
@@ -277,6 +283,9 @@ def _symbolic_equal(a: str, b: str) -> bool:
         return False
 
 
+_RELATIVE_TOLERANCE = Fraction(1, 10**9)
+
+
 def answers_equivalent(answer: str, reference: str) -> bool:
     """Whether two extracted answers mean the same: exact, then numeric, then symbolic."""
     a, b = normalize_answer(answer), normalize_answer(reference)
@@ -286,7 +295,8 @@ def answers_equivalent(answer: str, reference: str) -> bool:
         return True
     fa, fb = _as_fraction(a), _as_fraction(b)
     if fa is not None and fb is not None:
-        return abs(float(fa) - float(fb)) <= 1e-9 * max(1.0, abs(float(fb)))
+        # in exact fractions: a float of a huge value overflows (a model printed one)
+        return abs(fa - fb) <= _RELATIVE_TOLERANCE * max(Fraction(1), abs(fb))
     return _symbolic_equal(_strip_latex(answer.strip()), _strip_latex(reference.strip()))
 
 

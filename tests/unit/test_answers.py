@@ -176,3 +176,11 @@ def test_vote_key_rounds_to_the_requested_decimals() -> None:
 )
 def test_program_answer_reads_the_last_printed_value(stdout: str, answer: str | None) -> None:
     assert program_answer(stdout) == answer
+
+
+def test_numbers_too_large_for_a_float_compare_exactly() -> None:
+    """A pool drawer died on a model's answer of a few hundred digits (float overflow)."""
+    huge = "7" * 400
+    assert answers_equivalent(huge, huge + ".0")
+    assert not answers_equivalent(huge, "7" * 401)
+    assert not answers_equivalent("1e999999999", "1")  # no number of a billion digits is built
