@@ -216,10 +216,13 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         finally:
             if aborted is not None:
                 self._stream_aborted(aborted, spent, completion)
-        self.metrics.base.count_tokens(model, prompt=prompt_tokens, generated=sum(completion))
+        # the engine's prefix-cache hits, as the unary reply reports them (the worker streams
+        # every call that wants no logprobs, so this is most calls' only usage)
+        cached = min(spent.cached_tokens, prompt_tokens)
+        self.metrics.base.count_tokens(model, prompt=prompt_tokens, generated=sum(completion), cached=cached)
         self.metrics.count_candidates(finishes)
         yield policy_pb2.GenerateChunk(
-            usage=common_pb2.Usage(prompt_tokens=prompt_tokens, completion_tokens=sum(completion))
+            usage=common_pb2.Usage(prompt_tokens=prompt_tokens, completion_tokens=sum(completion), cached_tokens=cached)
         )
 
     def _stream_aborted(self, reason: str, spent: Spent, streamed: list[int]) -> None:
