@@ -1,0 +1,298 @@
+"""A learned router over the calibration pools (issue 21 item 4), measured, not served.
+
+Per configuration, a model predicts from the prompt's zero-token features (the gateway's
+``difficulty_features``: MiniLM embedding, text counts, task-type one-hot) the probability
+that the configuration answers the prompt right; per effort the router picks, for each prompt,
+the configuration with the best predicted accuracy among those whose mean cost on the training
+problems of the prompt's task type fits the effort's budget (budgets as :mod:`~.route_fit`
+sets them: multiples of one greedy sample's mean cost; ``none`` is one greedy sample).
+The only hard rule is applicability: a configuration the prompt's kind cannot run (code
+execution on a text question) is never picked.
+
+It is compared with :mod:`~.route_fit`'s table routing (per task type x difficulty bin) and
+with every fixed configuration by K-fold cross-validation grouped by problem, because no
+held-out pools exist yet: every figure is on problems the fold's fit never saw, but from the
+same families. Each figure carries a 95% bootstrap interval over problems; learned minus table
+is a paired bootstrap. The router is not wired into the gateway: that waits for held-out data.
+Pure numpy apart from :func:`main`'s reading, pricing and embedding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluation.calibration import BUDGET_MULTIPLES, ProblemStats, fit_ridge, quantile_edges
+from evaluation.pricing_table import bootstrap_interval
+from evaluation.route_fit import (
+    BIN_NAMES,
+    GREEDY,
+    _bin,
+    _strictly_rising,
+    budgets_for,
+    choose,
+    covering,
+    family_stats,
+)
+from services.common.embedding import DIM as EMBEDDING_DIM
+
+Predictor = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+POOLS = Path("docs/data/calibration/pools/qwen2.5-coder-0.5b")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One calibration problem as the router sees it: its zero-token features, its gateway
+    task type, its family, whether it is answered in text, and its priced configurations."""
+
+    stats: ProblemStats
+    features: np.ndarray
+    task: str
+    family: str
+    text: bool
+
+
+# ------------------------------------------------------------------------------ predictors
+def ridge_predictor(alpha: float = 10.0) -> Predictor:
+    """Ridge on standardized features, clipped to [0, 1] (calibration's ridge)."""
+
+    def predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
+        if len(train_y) < 2:
+            return np.full(len(test_x), float(train_y.mean()) if len(train_y) else 0.0)
+        return fit_ridge(train_x, train_y, alpha=alpha).predict(test_x)
+
+    return predict
+
+
+def knn_predictor(k: int = 5, dims: int = EMBEDDING_DIM) -> Predictor:
+    """Mean target of the ``k`` nearest training prompts by cosine over the first ``dims``
+    features (the unit-norm embedding)."""
+
+    def predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
+        if not len(train_y):
+            return np.zeros(len(test_x))
+        a, b = train_x[:, :dims], test_x[:, :dims]
+        a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+        b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        nearest = np.argsort(-(b @ a.T), axis=1, kind="stable")[:, : min(k, len(train_y))]
+        return np.asarray(train_y[nearest].mean(axis=1))
+
+    return predict
+
+
+# ------------------------------------------------------------------------------ folds
+def grouped_folds(groups: Sequence[str], k: int, seed: int = 0) -> list[np.ndarray]:
+    """Test indices of ``k`` folds; every member of a group lands in one fold."""
+    names = sorted(set(groups))
+    order = np.random.default_rng(seed).permutation(len(names))
+    fold_of = {names[j]: i % k for i, j in enumerate(order)}
+    folds = [np.array([i for i, g in enumerate(groups) if fold_of[g] == f], dtype=int) for f in range(k)]
+    return [f for f in folds if len(f)]
+
+
+# ------------------------------------------------------------------------------ routers
+def _scope(train: Sequence[Problem], task: str) -> list[Problem]:
+    """The training problems a prompt's budgets and costs are read from: its task type's,
+    else (a task type calibration never saw) the text-answered ones."""
+    same = [p for p in train if p.task == task]
+    return same or [p for p in train if p.text] or list(train)
+
+
+def route_learned(
+    train: Sequence[Problem], test: Sequence[Problem], predictor: Predictor,
+    multiples: Mapping[str, float] = BUDGET_MULTIPLES,
+) -> list[dict[str, str]]:  # fmt: skip
+    """Per test problem and effort, the configuration with the best predicted accuracy among
+    those applicable to it whose mean cost in its scope fits the effort's budget."""
+    labels = sorted({c for p in train for c in p.stats.configs})
+    predicted: dict[str, np.ndarray] = {}
+    test_x = np.vstack([p.features for p in test])
+    for label in labels:
+        rows = [p for p in train if label in p.stats.configs]
+        x = np.vstack([p.features for p in rows])
+        y = np.array([p.stats.configs[label].accuracy for p in rows])
+        predicted[label] = predictor(x, y, test_x)
+    out = []
+    for i, p in enumerate(test):
+        scope = _scope(train, p.task)
+        stats = [s.stats for s in scope]
+        budgets = budgets_for(stats, multiples)
+        cost = {c: float(np.mean([s.configs[c].tokens for s in stats])) for c in covering(stats)}
+        chosen: dict[str, str] = {}
+        for effort, budget in budgets.items():
+            fits = [c for c in cost if cost[c] <= budget * (1 + 1e-9) and c in p.stats.configs]
+            if effort == "none" or not fits:
+                chosen[effort] = GREEDY
+                continue
+            chosen[effort] = max(fits, key=lambda c: (predicted[c][i], -cost[c]))
+        out.append(chosen)
+    return out
+
+
+def route_table(
+    train: Sequence[Problem], test: Sequence[Problem], multiples: Mapping[str, float] = BUDGET_MULTIPLES,
+    min_bin_problems: int = 3, alpha: float = 10.0,
+) -> list[dict[str, str]]:  # fmt: skip
+    """route_fit's rule on the training problems, applied to the test ones: per task type and
+    difficulty bin (a ridge on 1 - pass@1, bins at training quantiles) where the bin holds
+    ``min_bin_problems``, the task type's choice elsewhere; unseen task types get the best on
+    average across the text families."""
+    x = np.vstack([p.features for p in train])
+    ridge = fit_ridge(x, np.array([1.0 - p.stats.pass1 for p in train]), alpha=alpha)
+    edges = _strictly_rising(quantile_edges(ridge.predict(x), BIN_NAMES))
+    bin_of = {p.stats.problem_id: _bin(float(d), edges) for p, d in zip(train, ridge.predict(x), strict=True)}
+    test_bins = [_bin(float(d), edges) for d in ridge.predict(np.vstack([p.features for p in test]))]
+    text = [p for p in train if p.text] or list(train)
+    per_family = family_stats([p.stats for p in text], {p.stats.problem_id: p.family for p in text})
+    default = {e: c.config for e, c in choose(per_family, budgets_for(per_family, multiples)).items()}
+    tables: dict[str, dict[str, dict[str, str]]] = {}
+    for task in sorted({p.task for p in train}):
+        members = [p.stats for p in train if p.task == task]
+        budgets = budgets_for(members, multiples)
+        overall = {e: c.config for e, c in choose(members, budgets).items()}
+        per_bin = {name: dict(overall) for name, _ in edges}
+        for name, _ in edges:
+            inside = [m for m in members if bin_of[m.problem_id] == name]
+            if min_bin_problems <= len(inside) < len(members):
+                per_bin[name] = {e: c.config for e, c in choose(inside, budgets).items()}
+        tables[task] = per_bin
+    out = []
+    for p, b in zip(test, test_bins, strict=True):
+        chosen = tables[p.task][b] if p.task in tables else default
+        out.append({e: c if c in p.stats.configs else GREEDY for e, c in chosen.items()})
+    return out
+
+
+# ------------------------------------------------------------------------------ evaluation
+def _summary(acc: Sequence[float], cost: Sequence[float], seed: int) -> dict[str, Any]:
+    low, high = bootstrap_interval(list(acc), seed=seed)
+    return {"accuracy": float(np.mean(acc)) if acc else 0.0, "interval": [low, high], "problems": len(acc),
+            "mean_cost": float(np.mean(cost)) if cost else 0.0}  # fmt: skip
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+    """Mean of a - b with a 95% paired bootstrap interval over problems."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if not len(d):
+        return {"mean": 0.0, "interval": [0.0, 0.0]}
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(resamples, len(d)))].mean(axis=1)
+    return {"mean": float(d.mean()), "interval": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]}
+
+
+def cross_validate(
+    problems: Sequence[Problem], predictors: Mapping[str, Predictor], *, folds: int = 5, seed: int = 0,
+    multiples: Mapping[str, float] = BUDGET_MULTIPLES,
+) -> dict[str, Any]:  # fmt: skip
+    """Every router's per-problem choices on the fold that held the problem out, the summaries
+    per router and effort, learned-minus-table differences, and every fixed configuration."""
+    routed: dict[str, list[dict[str, str] | None]] = {m: [None] * len(problems) for m in ["table", *predictors]}
+    fold_of = [0] * len(problems)
+    for f, test_idx in enumerate(grouped_folds([p.stats.problem_id for p in problems], folds, seed)):
+        held = set(test_idx.tolist())
+        train = [p for i, p in enumerate(problems) if i not in held]
+        test = [problems[i] for i in test_idx]
+        choices = {"table": route_table(train, test, multiples)}
+        choices |= {name: route_learned(train, test, pred, multiples) for name, pred in predictors.items()}
+        for name, per_test in choices.items():
+            for i, c in zip(test_idx, per_test, strict=True):
+                routed[name][int(i)] = c
+                fold_of[int(i)] = f
+    efforts = list(multiples)
+    outcome: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for name, rows in routed.items():
+        outcome[name] = {}
+        for e in efforts:
+            picked = [p.stats.configs[r[e]] for p, r in zip(problems, rows, strict=True) if r is not None]
+            outcome[name][e] = ([c.accuracy for c in picked], [c.tokens for c in picked])
+    routers = {n: {e: _summary(*outcome[n][e], seed) for e in efforts} for n in routed}
+    versus = {n: {e: paired_difference(outcome[n][e][0], outcome["table"][e][0], seed) for e in efforts}
+              for n in predictors}  # fmt: skip
+    labels = sorted({c for p in problems for c in p.stats.configs})
+    fixed = {}
+    for label in labels:
+        on = [p.stats.configs[label] for p in problems if label in p.stats.configs]
+        fixed[label] = _summary([c.accuracy for c in on], [c.tokens for c in on], seed)
+    predictions = [
+        {"id": p.stats.problem_id, "family": p.family, "task_type": p.task, "fold": fold_of[i],
+         "routes": {n: {e: {"config": rows[i][e], "accuracy": p.stats.configs[rows[i][e]].accuracy,  # type: ignore[index]
+                            "cost": p.stats.configs[rows[i][e]].tokens} for e in efforts}  # type: ignore[index]
+                    for n, rows in routed.items()}}
+        for i, p in enumerate(problems)
+    ]  # fmt: skip
+    return {"routers": routers, "learned_minus_table": versus, "fixed": fixed, "predictions": predictions}
+
+
+# ------------------------------------------------------------------------------ CLI
+def load_problems(directory: Path, seed: int = 0) -> tuple[list[Problem], dict[str, Any]]:
+    """Read, price (as ``make calibrate`` does) and embed the calibration pools in ``directory``."""
+    from evaluation.embeddings import feature_rows
+    from evaluation.pools import read_pools
+    from evaluation.pricing import Pricer
+    from evaluation.pricing_table import default_configs, fit_latency, judges_in, price_all
+    from evaluation.route_fit import problem_stats, task_type_of
+    from services.search.strategies.stopping import should_stop
+
+    pools = read_pools(directory, "calibration")
+    if not pools:
+        raise SystemExit(f"error: no calibration pools in {directory}")
+    k = min(len(d.sampled) for p in pools for d in p.draws.values())
+
+    def stop(votes: Any, remaining: float) -> bool:
+        return should_stop(votes, remaining, 0.9).stop
+
+    configs = default_configs(k, judges_in(pools))
+    pricer = Pricer(fit_latency(pools), stop, seed=seed)
+    stats = problem_stats(pools, price_all(pricer, pools, configs), configs)
+    t0 = time.monotonic()
+    features = feature_rows([str(p.problem["question"]) for p in pools])
+    embed_s = time.monotonic() - t0
+    problems = [
+        Problem(st, features[i], task_type_of(p), p.family, "code" not in p.draws)
+        for i, (p, st) in enumerate(zip(pools, stats, strict=True))
+    ]
+    return problems, {"pools": str(directory), "problems": len(pools), "k": k, "configs": len(configs),
+                      "embedding_seconds": round(embed_s, 2)}  # fmt: skip
+
+
+def _table(result: Mapping[str, Any]) -> str:
+    lines = ["router  effort   accuracy [95%]        mean cost"]
+    for name, per in result["routers"].items():
+        for e, s in per.items():
+            lo, hi = s["interval"]
+            lines.append(f"{name:7} {e:8} {s['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]  {s['mean_cost']:9.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evaluation.provenance import provenance, write_raw
+
+    p = argparse.ArgumentParser(prog="python -m evaluation.learned_router", description=__doc__.splitlines()[0])
+    p.add_argument("--pools", type=Path, default=POOLS)
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--knn", type=int, default=5)
+    p.add_argument("--alpha", type=float, default=10.0)
+    p.add_argument("--no-write", action="store_true", help="print only; write no raw file")
+    a = p.parse_args(argv)
+    started = provenance()
+    problems, about = load_problems(a.pools, a.seed)
+    predictors = {"ridge": ridge_predictor(a.alpha), "knn": knn_predictor(a.knn)}
+    result = cross_validate(problems, predictors, folds=a.folds, seed=a.seed)
+    setup = {"folds": a.folds, "grouping": "problem", "held_out_pools": False, "ridge_alpha": a.alpha}
+    result["setup"] = about | setup | {"knn_k": a.knn, "budget_multiples": dict(BUDGET_MULTIPLES)}
+    print(_table(result))
+    if not a.no_write:
+        print(f"wrote {write_raw('learned_router', result, started=started, argv=sys.argv)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
