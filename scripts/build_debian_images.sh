@@ -60,9 +60,10 @@ build() {
 }
 
 # The Dockerfile's sandbox stage points the sandbox at /usr/local/bin/python3 (the registry
-# image's interpreter): here that is Debian's.
+# image's interpreter): here that is Debian's. libgomp1: llama.cpp's CPU library links OpenMP;
+# tzdata: kombu (the orchestrator's Celery) reads the UTC zone at import.
 build python-debian \
-    python3,python3-venv,python-is-python3,ca-certificates,bubblewrap,util-linux,passwd,binutils \
+    python3,python3-venv,python-is-python3,ca-certificates,bubblewrap,util-linux,passwd,binutils,libgomp1,tzdata \
     'ln -sf /usr/bin/python3 "$1/usr/local/bin/python3"; ln -sf /usr/bin/python3 "$1/usr/local/bin/python"' \
     'CMD ["/usr/bin/python3"]'
 
