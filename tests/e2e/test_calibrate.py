@@ -63,7 +63,8 @@ def test_calibrate_writes_a_table_the_gateway_then_serves(
     table: dict[str, Any] = json.loads(path.read_text())
     assert table["provenance"]["problems"] == 2 and table["provenance"]["model"] == [MODEL]
     assert sorted(table["task_routes"]) == ["arithmetic", "computable"]
-    assert "| arithmetic | none | * | `greedy` |" in done.stdout  # the card it prints
+    # the card it prints is the gateway's own (services/gateway/ladder_card.py render_card)
+    assert "#### `arithmetic`" in done.stdout and "| `none` | any | `single`, n=1" in done.stdout
     calibrated_s = time.monotonic() - began
 
     stack.gateway_env["TTC_GATEWAY_ROUTING_TABLES"] = f"{MODEL}={path}"
