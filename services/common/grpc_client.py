@@ -11,13 +11,22 @@ from services.common.logging import request_id_var
 from services.common.tracing import inject_context
 
 
-def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    for key, value in inject_context().items():
-        metadata[key] = value
+def call_context() -> dict[str, str]:
+    """The current trace context and request id as call metadata. A caller passes it itself where
+    the interceptor does not run in its context (grpc.aio's unary-stream calls)."""
+    metadata = inject_context()
     request_id = request_id_var.get()
-    if request_id and REQUEST_ID_KEY not in metadata:
-        metadata[REQUEST_ID_KEY] = request_id
+    if request_id:
+        metadata.setdefault(REQUEST_ID_KEY, request_id)
+    return metadata
+
+
+def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    """Adds what the call's own metadata does not already carry (a caller's ``call_context`` wins)."""
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    for key, value in call_context().items():
+        if key not in metadata:
+            metadata[key] = value
     return grpc.aio.ClientCallDetails(
         details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
     )

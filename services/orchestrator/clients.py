@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from services.common.grpc_client import call_context
 from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import (
     common_pb2,
@@ -219,9 +220,14 @@ class GrpcPolicy:
         ``ComponentError`` like a unary call's."""
         parts: dict[int, _Streamed] = {}
         usage = common_pb2.Usage()
+        # The trace context of this call, read here: grpc.aio runs a unary-stream call's client
+        # interceptor outside the caller's context, so the interceptor alone sent no parent and
+        # the policy's span started a trace of its own (tests/e2e/test_observability.py).
+        context = tuple(call_context().items())
         try:
             # Reopened on UNAVAILABLE (on the next replica first) only before its first chunk (retry.stream).
-            async for chunk in stream(lambda: self._stub.GenerateStream(request, timeout=self._timeout), attempts):
+            open_call = lambda: self._stub.GenerateStream(request, timeout=self._timeout, metadata=context)  # noqa: E731
+            async for chunk in stream(open_call, attempts):
                 if chunk.HasField("usage"):
                     usage = chunk.usage
                 part = parts.setdefault(chunk.index, _Streamed())
