@@ -1,8 +1,12 @@
 """Count the gateway files one plain chat completion enters, and how often it returns to a file
 it had left (issue #22's walk of one request), in-process: TestClient on ``build_app``, a stub
 policy (model list and stats only), a stub worker that answers the job from Redis, and a
-profiler that records every Python call into ``services/gateway/`` during the second request
-(the first warms imports and caches).
+profiler that records every Python call into ``services/gateway/`` made on the second request's
+behalf (the first warms imports and caches). Only the request's own work counts: its task and
+the tasks it starts carry a context variable, so the gateway's background loops (the stats
+poller, the queue gauge) that run meanwhile stay out. A coroutine resumed after an await is not
+a new entry (the profiler reports each resume as a call, and how often a wait resumes depends
+on timing), so the count is the same run to run.
 
     python scripts/gateway_walk.py [ROOT] [--record docs/data/gateway_walk.json]
 
@@ -18,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextvars
+import inspect
 import json
 import os
 import subprocess
@@ -49,6 +55,9 @@ from services.jobs.settings import JobsSettings  # noqa: E402
 from tests.helpers.processes import RedisServer, free_port  # noqa: E402
 
 QUEUE = "q-walk"
+
+#: set for the measured request's ASGI call; tasks it creates copy it, earlier tasks do not
+WALKING: contextvars.ContextVar[bool] = contextvars.ContextVar("walking", default=False)
 
 
 class StubPolicy(policy_pb2_grpc.PolicyServicer):
@@ -100,8 +109,27 @@ def walk() -> dict[str, Any]:
     sequence: list[str] = []
     recording = [False]
 
+    async def walked(scope: Any, receive: Any, send: Any) -> None:
+        """The app, with the measured request's context marked (the lifespan's never is)."""
+        token = WALKING.set(scope["type"] == "http" and recording[0])
+        try:
+            await app(scope, receive, send)
+        finally:
+            WALKING.reset(token)
+
+    resumable = inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+    started: dict[int, FrameType] = {}  # coroutine frames already entered (kept alive: ids stay unique)
+
+    def resumed(frame: FrameType) -> bool:
+        if not frame.f_code.co_flags & resumable:
+            return False
+        if id(frame) in started:
+            return True
+        started[id(frame)] = frame
+        return False
+
     def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call" and recording[0] and frame.f_code.co_filename.startswith(gateway):
+        if event == "call" and WALKING.get() and frame.f_code.co_filename.startswith(gateway) and not resumed(frame):
             name = frame.f_code.co_filename[len(gateway) :]
             if not sequence or sequence[-1] != name:
                 sequence.append(name)
@@ -109,7 +137,7 @@ def walk() -> dict[str, Any]:
     body = {"model": "m", "messages": [{"role": "user", "content": "What is 2+2?"}], "reasoning_effort": "none"}
     threading.setprofile(profile)  # the TestClient's portal thread starts below
     try:
-        with TestClient(app) as client:
+        with TestClient(walked) as client:  # type: ignore[arg-type]
             for measured in (False, True):
                 threading.Thread(target=answer_one_job, args=(redis_server.url,), daemon=True).start()
                 recording[0] = measured

@@ -46,7 +46,6 @@ from services.gateway.metrics import GatewayMetrics
 from services.gateway.model_tables import ModelRouting
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
-from services.gateway.session_events import wants_reasoning
 from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import admission_attributes, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
@@ -375,7 +374,7 @@ class Planner:
             stream_answer=bool(req.stream),
             # A request that waits reads only the result, and one that opted out of reasoning
             # (ttc.stream_reasoning: false) reads none of it: no reasoning events to publish.
-            quiet=(not req.stream and not req.background) or not wants_reasoning(req.ttc),
+            quiet=(not req.stream and not req.background) or not req.wants_reasoning(),
             owner=owner,  # the creating key's name: the trace store records it
             strategy=orchestrator_pb2.StrategySpec(
                 name=route.strategy, n=route.n, verifier=route.verifier or "", params=params if route.params else None

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from services.gateway.errors import HTTPError, to_error
 from services.gateway.formatting import raise_for_failure, response_of
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, ErrorDetail, ErrorResponse, Job
-from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut, wants_reasoning
+from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut
 from services.gateway.streaming import DONE, Chunks, sse
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobKind
@@ -41,7 +41,6 @@ class Serving:
                 include_usage=bool(req.stream_options and req.stream_options.include_usage),
                 stream=bool(req.stream) and not req.background,
                 background=req.background,
-                reasoning=wants_reasoning(req.ttc),
             )
             outcome.of(session)
             job = session.plan.job

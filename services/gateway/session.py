@@ -39,7 +39,6 @@ from services.gateway.session_events import Finished as Finished
 from services.gateway.session_events import Reasoning as Reasoning
 from services.gateway.session_events import TimedOut as TimedOut
 from services.gateway.session_events import reasoning_of
-from services.gateway.session_events import wants_reasoning as wants_reasoning
 from services.gateway.tracing import annotate_plan, annotate_usage, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.queue import JobQueue
@@ -114,13 +113,12 @@ class Sessions:
         stream: bool,
         background: bool,
         response: dict[str, Any] | None = None,
-        reasoning: bool = True,
     ) -> Session:
         """Admit and enqueue one job: limits, queue depth, plan, token reservation, enqueue.
 
         ``stream``: the renderer streams the job's events; ``background``: its client does not
-        wait for the end (a background job that is not streamed is followed here from the start);
-        ``reasoning``: the client wants the search's reasoning streamed (else it gets the answer alone)."""
+        wait for the end (a background job that is not streamed is followed here from the start).
+        The search's reasoning is streamed unless the plan made the job quiet (the client opted out)."""
         started = time.perf_counter()
         await self.limiter.check(caller)
         # Requests this process admitted but has not yet put on the broker count as
@@ -141,7 +139,7 @@ class Sessions:
         finally:
             self._admitting -= 1
         session = Session(
-            self, plan, record, reservation, started, stream=stream, background=background, reasoning=reasoning
+            self, plan, record, reservation, started, stream=stream, background=background, reasoning=not plan.job.quiet
         )
         if background and not stream:
             self.follow(session)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.gateway.protocol import TTCOptions, Usage
+from services.gateway.protocol import Usage
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobRecord
 
@@ -42,11 +42,6 @@ class TimedOut:
 
 
 Event = Reasoning | AnswerDelta | Finished | TimedOut
-
-
-def wants_reasoning(options: TTCOptions | None) -> bool:
-    """A streamed reply carries the search's reasoning unless the client said ``ttc.stream_reasoning: false``."""
-    return options is None or options.stream_reasoning is not False
 
 
 def reasoning_of(deltas: orchestrator_pb2.ReasoningDeltas) -> list[Reasoning]:

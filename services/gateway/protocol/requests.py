@@ -102,6 +102,10 @@ class _Sampling(Strict):
     def choices(self) -> int:
         return self.n or 1
 
+    def wants_reasoning(self) -> bool:
+        """A streamed reply carries the search's reasoning unless the client said ``ttc.stream_reasoning: false``."""
+        return self.ttc is None or self.ttc.stream_reasoning is not False
+
 
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(..., min_length=1)

@@ -24,7 +24,7 @@ from services.gateway.responses.objects import DeletedResponse, FunctionCallOutp
 from services.gateway.responses.request import ResponseCreateRequest
 from services.gateway.responses.store import ResponseStore, StoredResponse
 from services.gateway.responses.stream import ResponseEvents
-from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut, wants_reasoning
+from services.gateway.session import AnswerDelta, Finished, Reasoning, Session, Sessions, TimedOut
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,6 @@ class ResponsesService:
                     stream=stream,
                     background=background,
                     response=echo_of(req),
-                    reasoning=wants_reasoning(req.ttc),
                 )
             except InvalidArgument as err:
                 raise renamed(err, conversion) from None

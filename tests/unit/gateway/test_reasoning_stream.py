@@ -26,7 +26,7 @@ from services.gateway.responses.request import ResponseCreateRequest
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore
 from services.gateway.serving import Serving
-from services.gateway.session import AnswerDelta, Reasoning, Session, Sessions, wants_reasoning
+from services.gateway.session import AnswerDelta, Reasoning, Session, Sessions
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.events import JobEvents
 from services.jobs.queue import JobQueue
@@ -155,12 +155,11 @@ async def test_a_client_without_reasoning_gets_the_answer_alone_token_by_token(c
         c["choices"][0]["delta"]["content"] for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")
     ] == ["4", "2"]
     assert _ttft(session) == 1
-    assert not wants_reasoning(
-        ChatCompletionRequest.model_validate(
-            {"model": "m", "messages": [{"role": "user", "content": "x"}], "ttc": {"stream_reasoning": False}}
-        ).ttc
-    )
-    assert wants_reasoning(None)
+    assert not ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "ttc": {"stream_reasoning": False}}
+    ).wants_reasoning()
+    plain = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    assert ChatCompletionRequest.model_validate(plain).wants_reasoning()
 
 
 # ---------------------------------------------------------------- time to first token
@@ -212,7 +211,7 @@ async def test_responses_stream_reasoning_text_events_the_sdk_accumulates(client
     # Opted out (ttc.stream_reasoning false, as the Responses request carries it): the message alone.
     await _written(client)
     request = ResponseCreateRequest.model_validate({"model": "m", "input": "x", "ttc": {"stream_reasoning": False}})
-    assert not wants_reasoning(to_chat(request, [])[0].ttc)
+    assert not to_chat(request, [])[0].wants_reasoning()
     quiet = await _session(client, "responses-quiet", reasoning=False, kind="response")
     parsed = parse_sse([f + b"\n\n" for piece in [p async for p in service._stream(quiet)] for f in frames(piece)])
     assert not any(n.startswith("response.reasoning") for n, _ in parsed)
