@@ -168,6 +168,10 @@ def build() -> Schema:
                             "localhostProfile": STR,
                         }
                     ),
+                    # procMount: Unmasked with hostUsers true is refused by the template, not
+                    # here: the message there names both values and why.
+                    "procMount": {"type": "string", "enum": ["Default", "Unmasked"]},
+                    "hostUsers": BOOL,
                     "networkPolicy": obj({"enabled": BOOL}, ["enabled"]),
                 }
             ),

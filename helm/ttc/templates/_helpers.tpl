@@ -141,9 +141,15 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* Pod template metadata with a checksum of the chart's config so a changed value rolls pods. */}}
+{{/*
+Pod template metadata with a checksum of the chart's config so a changed value rolls pods.
+The sandbox's procMount and hostUsers are left out: the pod spec carries them itself (a change
+rolls the pods anyway), and leaving them out keeps a default install's pods from rolling when
+the chart that added them is upgraded to.
+*/}}
 {{- define "ttc.podMetadata" -}}
 {{- $comp := .values | default (index .root.Values .name) -}}
+{{- $summed := omit $comp "procMount" "hostUsers" -}}
 metadata:
   labels:
     {{- include "ttc.labels" . | nindent 4 }}
@@ -151,7 +157,7 @@ metadata:
     {{- with $comp.podAnnotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-    checksum/values: {{ toJson $comp | sha256sum | trunc 16 | quote }}
+    checksum/values: {{ toJson $summed | sha256sum | trunc 16 | quote }}
 {{- end -}}
 
 {{/* Native gRPC probes against grpc.health.v1 (Kubernetes >= 1.27). */}}
@@ -213,4 +219,21 @@ as YAML; read back with fromYaml.
 {{- $pairs = append $pairs (printf "%s=%s" $m.model (include "ttc.grpcTarget" $ctx)) }}
 {{- end }}
 {{- join "," $pairs }}
+{{- end -}}
+
+{{/*
+The sandbox's procMount and hostUsers (values.sandbox), refused when rendering rather than by the
+cluster later: Kubernetes takes procMount: Unmasked only in a user-namespaced pod and rejects the
+pod otherwise ("`hostUsers` must be false to use `Unmasked`"); and a user-namespaced pod maps
+only uids 0-65535, so a larger sandbox.runAsUser could never start. Called with the sandbox's
+values; renders nothing.
+*/}}
+{{- define "ttc.sandboxProcMountCheck" -}}
+{{- $userns := eq (toString .hostUsers) "false" -}}
+{{- if and (eq (toString .procMount) "Unmasked") (not $userns) -}}
+{{- fail "sandbox.procMount: Unmasked needs sandbox.hostUsers: false: Kubernetes allows an unmasked /proc only in a pod with its own user namespace (see the comment on sandbox.procMount in values.yaml)" -}}
+{{- end -}}
+{{- if and $userns (ge (int .runAsUser) 65536) -}}
+{{- fail (printf "sandbox.runAsUser (%d) must be below 65536 with sandbox.hostUsers: false: a pod's user namespace maps uids 0-65535 only" (int .runAsUser)) -}}
+{{- end -}}
 {{- end -}}
