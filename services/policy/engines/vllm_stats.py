@@ -26,7 +26,7 @@ def stat_logger_factory(live: LiveStats) -> Any:
     """A per-engine stat logger factory feeding ``live`` (built lazily: it subclasses a vLLM class)."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
-    class _Collector(StatLoggerBase):
+    class _Collector(StatLoggerBase):  # type: ignore[misc]  # vLLM is not followed by mypy (pyproject)
         def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
             self.engine_index = engine_index
 
