@@ -15,8 +15,10 @@
 # (--build-arg WHEELHOUSE): no registry, no index, no compiler in the build.
 # registry: the Dockerfile's defaults and the compose file's registry images, as before.
 #
-# Images are tagged ttc-serve/<role>:<source>; an image already present is kept (FORCE=1 to
-# rebuild). EMBEDDED_MODELS (default: both embedded models) picks the GGUFs baked into policy-cpu.
+# Images are tagged ttc-serve/<role>:<source> and always built: the builder's layer cache
+# keeps every layer whose inputs did not change (so an unchanged tree rebuilds in seconds), and
+# a changed base, Dockerfile or source tree can never leave a stale image behind (it once did:
+# a policy image without libgomp1 outlived the fix). FORCE=1 builds without the cache. EMBEDDED_MODELS (default: both embedded models) picks the GGUFs baked into policy-cpu.
 # podman needs the CLI's default rlimits to fit this host's (scripts/podman_limits_conf.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +40,7 @@ case "$source" in
     debian)
         # docker build cannot mount a folder into RUN steps; podman (buildah) can.
         [[ $cli == *podman* ]] || { echo "TTC_IMAGE_SOURCE=debian builds with podman (CONTAINER_CLI=$cli)" >&2; exit 2; }
-        scripts/build_debian_images.sh
+        scripts/build_debian_images.sh $([[ "${FORCE:-0}" == 1 ]] && echo --force)
         python_image="localhost/ttc-serve/python-debian:$suite"
         house="$(TTC_WHEELHOUSE_PYTHON_IMAGE="$python_image" scripts/build_wheelhouse.sh | tail -n 1)"
         build_args+=(--build-arg "PYTHON_IMAGE=$python_image" --build-arg WHEELHOUSE=/wheels)
@@ -60,14 +62,12 @@ if [[ -n "${EMBEDDED_MODELS:-}" ]]; then build_args+=(--build-arg "EMBEDDED_MODE
 
 for role in "${roles[@]}"; do
     tag="ttc-serve/$role:$source"
-    if [[ "${FORCE:-0}" != 1 ]] && "$cli" image inspect "$tag" >/dev/null 2>&1; then
-        echo "image $tag already present ($cli)" >&2
-        continue
-    fi
     echo "building $tag ($cli)" >&2
     start=$SECONDS
+    cache=()
+    if [[ "${FORCE:-0}" == 1 ]]; then cache=(--no-cache); fi
     # podman alone can mount a folder into RUN steps; docker gets the wheels only from a registry build.
-    "$cli" build -f docker/Dockerfile --target "$role" -t "$tag" "${build_args[@]}" "${volumes[@]}" . >&2
+    "$cli" build -f docker/Dockerfile --target "$role" -t "$tag" "${cache[@]}" "${build_args[@]}" "${volumes[@]}" . >&2
     echo "built $tag in $((SECONDS - start)) s" >&2
 done
 

@@ -31,12 +31,15 @@ build() {
     local name="$1" packages="$2" hook="$3"
     shift 3
     local tag="ttc-serve/$name:$suite"
-    if [[ $force == 0 ]] && "$cli" image inspect "$tag" >/dev/null 2>&1; then
-        echo "image $tag already present ($cli)" >&2
+    local key rootfs present
+    # The image is kept only when it was imported from these inputs (its ttc.inputs label): a
+    # changed package list (libgomp1 and tzdata were added once) must not leave the old image.
+    key="$(printf '%s\n' "$suite" "$packages" "$hook" "$@" | sha256sum | cut -c1-12)"
+    present="$("$cli" image inspect --format '{{index .Config.Labels "ttc.inputs"}}' "$tag" 2>/dev/null || true)"
+    if [[ $force == 0 && "$present" == "$key" ]]; then
+        echo "image $tag already present, built from these inputs ($cli)" >&2
         return
     fi
-    local key rootfs
-    key="$(printf '%s\n' "$suite" "$packages" "$hook" | sha256sum | cut -c1-12)"
     rootfs="$cache/$name-rootfs-$suite-$(dpkg --print-architecture)-$key.tar"
     if [[ $force == 1 || ! -s "$rootfs" ]]; then
         command -v mmdebstrap >/dev/null || { echo "mmdebstrap missing: apt-get install mmdebstrap" >&2; exit 1; }
@@ -54,7 +57,7 @@ build() {
     echo "importing $rootfs as $tag ($cli)" >&2
     "$cli" import "${changes[@]}" \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8' \
-        --change "LABEL org.opencontainers.image.title=$name org.opencontainers.image.source=debian-$suite" \
+        --change "LABEL org.opencontainers.image.title=$name org.opencontainers.image.source=debian-$suite ttc.inputs=$key" \
         "$rootfs" "$tag" >/dev/null
     echo "built $tag" >&2
 }

@@ -23,6 +23,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -193,6 +194,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data" / "compose_smoke")
     parser.add_argument("--health-deadline-s", type=float, default=900)
     args = parser.parse_args()
+    # A stop (SIGTERM: make interrupted, the lock holder killed) unwinds like an error, so the
+    # teardown below runs and no container outlives the smoke.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     podman_compose = Path(sys.executable).parent / "podman-compose"
     if not podman_compose.exists():
         sys.exit(f"{podman_compose} missing: pip install -c requirements.lock podman-compose (the dev extra)")
