@@ -6,7 +6,8 @@ request is cancelled (the engine stops decoding at the next step and frees its s
 and the RPC ends with ``DEADLINE_EXCEEDED``. A cancelled RPC cancels the engine call the same way.
 Either way the tokens the engine spent on the call until then (its ``Spent``) are counted
 like a finished call's, and by ``ttc_policy_aborted_tokens_total``; a stream also reports
-each candidate's running token count in every chunk, so its caller knows what it received.
+each candidate's running token count in every chunk, and the prompt's count (with its
+prefix-cache hits) on its first chunk, so a caller whose stream is cut knows what it spent.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def stats_pb(stats: EngineStats, engine: Engine) -> policy_pb2.EngineStats:
         prefix_cache_hits=stats.prefix_cache_hits,
         max_context=engine.max_context,
     )
+
+
+def _prompt_taken_in(spent: Spent, prompt_tokens: int) -> tuple[int, int]:
+    """The prompt side of a stream whose engine has just decoded its first token: then it has
+    evaluated the whole prompt, so ``spent`` says so from here on (an engine that learns no
+    prompt count of its own, such as a remote server, would leave an aborted stream's prompt
+    uncounted). Returns (prompt tokens, cached tokens) as the final usage reports them."""
+    spent.prompt_tokens = max(spent.prompt_tokens, prompt_tokens)
+    return prompt_tokens, min(spent.cached_tokens, prompt_tokens)
 
 
 class PolicyServicer(policy_pb2_grpc.PolicyServicer):
@@ -171,6 +181,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         finishes: list[str] = []
         start = time.perf_counter()
         first = True
+        reported = False  # the prompt's count went out (on the call's first chunk)
         tools = StreamToolCalls(prompt)
         spent = Spent()
         stream = cast(
@@ -185,8 +196,8 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                 async for raw in stream:
                     completion[raw.index] = max(completion[raw.index], raw.completion_tokens)
                     delta = tools(raw)
-                    if not delta.text and delta.finish_reason is None:
-                        continue  # held back: tool-call syntax
+                    if not delta.text and delta.finish_reason is None and reported:
+                        continue  # held back: tool-call syntax (the first chunk goes out anyway)
                     if first and delta.text:
                         self.metrics.time_to_first_token.labels(self.metrics.base.service, model).observe(
                             time.perf_counter() - start
@@ -194,7 +205,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         first = False
                     if delta.finish_reason is not None:
                         finishes.append(delta.finish_reason)
-                    yield policy_pb2.GenerateChunk(
+                    chunk = policy_pb2.GenerateChunk(
                         index=delta.index,
                         text_delta=delta.text,
                         finish_reason=FINISH[delta.finish_reason]
@@ -203,6 +214,10 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         tool_calls=tool_calls_pb(delta.tool_calls),
                         completion_tokens=completion[delta.index],
                     )
+                    if not reported:
+                        chunk.prompt_tokens, chunk.cached_tokens = _prompt_taken_in(spent, prompt_tokens)
+                        reported = True
+                    yield chunk
             aborted = None
         except TimeoutError:
             aborted = "deadline"

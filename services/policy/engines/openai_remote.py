@@ -60,6 +60,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _took_prompt(spent: Spent, usage: dict[str, Any] | None) -> None:
+    """A streamed event's usage, for a server that sends one (OpenAI's
+    ``stream_options.include_usage``, some servers unasked): its prompt tokens and prefix-cache
+    hits are the stream's, kept in ``spent`` for the policy's usage (one prompt, however many
+    candidates' requests report it, as the unary path counts it)."""
+    if not usage:
+        return
+    spent.prompt_tokens = max(spent.prompt_tokens, int(usage.get("prompt_tokens") or 0))
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    spent.cached_tokens = max(spent.cached_tokens, cached)
+
+
 def _finish(reason: str | None) -> FinishReason:
     return "length" if reason == "length" else "abort" if reason == "abort" else "stop"
 
@@ -272,7 +284,9 @@ class OpenAIRemoteEngine(Engine):
             async for line in reply.aiter_lines():
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
-                for choice in json.loads(line[5:]).get("choices") or []:
+                event = json.loads(line[5:])
+                _took_prompt(spent, event.get("usage"))
+                for choice in event.get("choices") or []:
                     delta = choice.get("delta") or {}
                     calls.feed(delta)
                     text = delta.get("content") or "" if chat else choice.get("text") or ""
