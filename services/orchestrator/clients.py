@@ -214,10 +214,11 @@ class GrpcPolicy:
     ) -> Generation:
         """Generate through GenerateStream, handing each candidate's text deltas to ``on_text``
         (with the candidate's index) as they arrive, when given. The stream carries no per-token
-        logprobs (the caller asks for none). Every chunk carries its candidate's token count, so
-        a stream that ends early (cancelled, cut by the deadline, failed) hands what it had
-        received to ``on_partial``: those tokens were decoded. A failure becomes a
-        ``ComponentError`` like a unary call's."""
+        logprobs (the caller asks for none). Every chunk carries its candidate's token count, and
+        the first the prompt's (with its cached tokens), so a stream that ends early (cancelled,
+        cut by the deadline, failed) hands what it had received to ``on_partial``: those tokens
+        were spent. The prompt is counted once either way: the final chunk's usage replaces the
+        first chunk's count. A failure becomes a ``ComponentError`` like a unary call's."""
         parts: dict[int, _Streamed] = {}
         usage = common_pb2.Usage()
         # The trace context of this call, read here: grpc.aio runs a unary-stream call's client
@@ -229,7 +230,9 @@ class GrpcPolicy:
             open_call = lambda: self._stub.GenerateStream(request, timeout=self._timeout, metadata=context)  # noqa: E731
             async for chunk in stream(open_call, attempts):
                 if chunk.HasField("usage"):
-                    usage = chunk.usage
+                    usage = chunk.usage  # the final chunk: it replaces the first chunk's count
+                elif chunk.prompt_tokens:
+                    usage = common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, cached_tokens=chunk.cached_tokens)
                 part = parts.setdefault(chunk.index, _Streamed())
                 part.tokens = max(part.tokens, chunk.completion_tokens)
                 if chunk.text_delta:
@@ -267,7 +270,8 @@ class _ReplicaAttempts(Attempts):
 
 
 def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequence[int]) -> Generation:
-    """The candidates a stream's chunks make up (the final chunk's usage, once it came)."""
+    """The candidates a stream's chunks make up, with the prompt side of ``usage``: the final
+    chunk's, once it came, else the first chunk's count (the prompt was evaluated)."""
     streamed = [(i, parts[i]) for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
     return Generation(
         candidates=tuple(

@@ -5,8 +5,10 @@ nothing: the cancel stops the search task, and its budget goes with it, though t
 decoded tokens for it. So the worker wraps the job's policy, verifier and sandbox adapters in
 these meters, which charge one more ``Budget`` (without limits) exactly as the search's context
 charges its own (services/search/strategies/context.py): a call's generation when it returns,
-what a cut-off stream had sent (``on_partial``), a failed call as a call. The worker records
-the meter's usage with a cancelled job (``JobRunner._record_cancelled``).
+what a cut-off stream had sent (``on_partial``: its candidates' tokens, and its prompt's, which
+the policy reports on a stream's first chunk), a failed call as a call. A call is charged
+either its partial or its result, never both, so its prompt is counted once. The worker
+records the meter's usage with a cancelled job (``JobRunner._record_cancelled``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from services.orchestrator.worker import JobRunner
 from tests.conftest import RedisServer
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, served
+from tests.unit.orchestrator.test_partial_usage import PROMPT, SENT, StallingPolicy, served
 
 __all__ = ["served"]  # the in-process policy fixture
 
@@ -95,6 +95,7 @@ async def test_a_job_the_gateway_cancelled_shows_what_the_worker_had_decoded(
     assert result.termination == orchestrator_pb2.TERMINATION_CANCELLED
     assert "cancelled (api)" in result.error  # the gateway's own record stays the result
     assert result.budget_used.generated_tokens == SENT * calls
+    assert result.budget_used.prompt_tokens == PROMPT * calls  # each cut stream's first chunk said so
     assert result.budget_used.policy_calls == calls
     assert result.started_at > 0 and result.budget_used.wall_seconds > 0.3
 

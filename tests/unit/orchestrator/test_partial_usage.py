@@ -2,8 +2,9 @@
 penalties reach the policy.
 
 ``GrpcPolicy`` against an in-process policy (real gRPC on 127.0.0.1) whose stream sends a few
-counted chunks, then stalls or fails: the chunks' token counts reach ``on_partial``. A search
-whose call is cut off by the job's deadline reports those tokens in its ``budget_used``.
+counted chunks, then stalls or fails: the chunks' token counts, and the prompt's that the first
+chunk reports, reach ``on_partial``. A search whose call is cut off by the job's deadline
+reports those tokens in its ``budget_used``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 
 SENT = 7  # chunks the fake stream sends before it stalls or fails
+PROMPT, CACHED = 6, 2  # the prompt side its first chunk reports, as the policy's does
 
 
 class StallingPolicy(policy_pb2_grpc.PolicyServicer):
-    """GenerateStream sends ``SENT`` counted chunks, then stalls (or fails with INTERNAL)."""
+    """GenerateStream sends ``SENT`` counted chunks (the first with the prompt's count), then
+    stalls (or fails with INTERNAL)."""
 
     def __init__(self) -> None:
         self.fail = False
@@ -36,7 +39,10 @@ class StallingPolicy(policy_pb2_grpc.PolicyServicer):
     async def GenerateStream(self, request, context):  # type: ignore[no-untyped-def]
         self.requests.append(request)
         for count in range(1, SENT + 1):
-            yield policy_pb2.GenerateChunk(index=0, text_delta=f" w{count}", completion_tokens=count)
+            chunk = policy_pb2.GenerateChunk(index=0, text_delta=f" w{count}", completion_tokens=count)
+            if count == 1:
+                chunk.prompt_tokens, chunk.cached_tokens = PROMPT, CACHED
+            yield chunk
         if self.fail:
             await context.abort(grpc.StatusCode.INTERNAL, "engine failed")
         await asyncio.sleep(3600)
@@ -90,6 +96,7 @@ async def test_a_cancelled_stream_hands_over_what_it_received(served: tuple[Stal
     [got] = partial
     assert [c.completion_tokens for c in got.candidates] == [SENT]
     assert got.candidates[0].text == "".join(f" w{i}" for i in range(1, SENT + 1))
+    assert (got.prompt_tokens, got.cached_tokens) == (PROMPT, CACHED)  # from the first chunk
 
 
 async def test_a_stream_that_fails_midway_hands_over_what_it_received(served: tuple[StallingPolicy, str]) -> None:
@@ -101,6 +108,7 @@ async def test_a_stream_that_fails_midway_hands_over_what_it_received(served: tu
             await _streamed(GrpcPolicy(channel), partial.append)
     assert caught.value.code == "INTERNAL"
     assert [c.completion_tokens for c in partial[0].candidates] == [SENT]
+    assert (partial[0].prompt_tokens, partial[0].cached_tokens) == (PROMPT, CACHED)
 
 
 async def test_penalties_go_into_the_sampling_params(served: tuple[StallingPolicy, str]) -> None:
