@@ -10,7 +10,8 @@ the one cancel of an abandoned job; the one place that times the first model tok
 (the record to format with, the usage, the gateway's token counters, the settlement of the
 reservation) runs exactly once per session, for a waited, a streamed and a background job
 alike: a background job is followed by the session itself until it finishes, so it is charged
-like any other. :class:`Outcome` is the one counter of requests by status.
+like any other; a job the gateway cancelled is settled with what its worker spent, once known
+(``cancel_settlement.py``). :class:`Outcome` is the one counter of requests by status.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi import Request
 from opentelemetry import trace
 
 from services.common.tracing import inject_context
+from services.gateway.cancel_settlement import gateway_cancelled, settle_cancelled
 from services.gateway.errors import HTTPError, to_error, too_many
 from services.gateway.formatting import usage_of
 from services.gateway.limits import Limiter, Reservation, budget_of
@@ -164,6 +166,10 @@ class Sessions:
             self.spawn(_drain(session))
 
     def spawn(self, work: Any) -> None:
+        """Run ``work`` in the background until it ends or the gateway stops (then not at all)."""
+        if self._stopping:
+            work.close()
+            return
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -174,7 +180,8 @@ class Sessions:
             log.warning("a session's background work failed: %r", task.exception())
 
     async def aclose(self) -> None:
-        """Stop following (the gateway stops): an unfinished job keeps its reservation."""
+        """Stop following and settling (the gateway stops): an unfinished job, or a cancelled one
+        whose worker's spend is not known yet, keeps its reservation."""
         self._stopping = True
         for task in list(self._tasks):
             task.cancel()
@@ -232,6 +239,7 @@ class Session:
         self._finished: Finished | None = None
         self._closed = False  # finished, cancelled or given up on
         self.followed = False  # the session follows itself to the end (``Sessions.follow``)
+        self._settled = False  # the reservation's settlement is under way (``_settle``)
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """The job's events as they come, ending with :class:`Finished` or :class:`TimedOut`.
@@ -351,10 +359,7 @@ class Session:
         wait = record.queue_wait()
         if wait is not None:
             metrics.queue_wait.observe(wait)
-        if not (result.termination == orchestrator_pb2.TERMINATION_CANCELLED and not result.started_at):
-            # A cancellation the gateway recorded says nothing of what the worker spent: the
-            # reservation stands. Otherwise the key is charged what the job used.
-            self.sessions.spawn(self.sessions.limiter.settle(self.reservation, usage.total_tokens))
+        self._settle(None if gateway_cancelled(result) else usage.total_tokens)
         self._finished = Finished(result, record, usage)
         return self._finished
 
@@ -372,8 +377,23 @@ class Session:
         return await self.sessions.record(self.job_id) or self.record
 
     async def cancel(self, cause: str) -> None:
-        """Cancel this job (once); an unfinished job keeps its token reservation."""
+        """Cancel this job (once); its reservation is settled once its worker's spend is known."""
         if self._closed:
             return
         self._closed = True
         await self.sessions.cancel(self.job_id, cause)
+        self._settle(None)
+
+    def _settle(self, used: int | None) -> None:
+        """Replace the token reservation, once, in the background: by ``used`` tokens, or (None,
+        a cancellation the gateway recorded) by what the job's worker spent, when that is known
+        (the rule: ``cancel_settlement.py``)."""
+        if self._settled or self.reservation is None:
+            return
+        self._settled, sessions, held = True, self.sessions, self.reservation
+        runs_for = sessions.job_timeout_s + RUN_GRACE_S  # a started job's worker is done by then
+        sessions.spawn(
+            settle_cancelled(sessions.limiter, held, sessions.queue, self.job_id, self.record, runs_for)
+            if used is None
+            else sessions.limiter.settle(held, used)
+        )
