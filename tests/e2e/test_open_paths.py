@@ -104,6 +104,7 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     cancelled_api = stack.gateway_metric("ttc_gateway_cancellations_total", cause="api")
     worker_cancelled = stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total")
     generated = stack.policy_metric("ttc_tokens_total", kind="generated")
+    prompt = stack.policy_metric("ttc_tokens_total", kind="prompt")
 
     job_id = long_job(stack.url, max_tokens=440)
     stack.wait_for(lambda: job_status(stack.url, job_id) != "queued", timeout=60, what="job started")
@@ -140,7 +141,8 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
 
     # The client sees `cancelled`, now and later; the result is the cancellation error. The job's
     # usage counts what its worker was sent before the cancel: some tokens, and no more than the
-    # engine decoded (it may decode a token or two past the last chunk it sent).
+    # engine decoded (it may decode a token or two past the last chunk it sent), and the prompt
+    # the stream's first chunk reported, as the policy counted it for this one call.
     stack.wait_for(
         lambda: "usage" in httpx.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth(ALICE), timeout=10).json(),
         timeout=15,
@@ -149,6 +151,8 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     job = httpx.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth(ALICE), timeout=10).json()
     assert job["status"] == "cancelled" and job["error"]["message"]
     assert 0 < job["usage"]["completion_tokens"] <= decoded, (job["usage"], decoded)
+    prompted = stack.policy_metric("ttc_tokens_total", kind="prompt") - prompt
+    assert 0 < job["usage"]["prompt_tokens"] == prompted, (job["usage"], prompted)
     result = httpx.get(f"{stack.url}/v1/jobs/{job_id}/result", headers=auth(ALICE), timeout=10)
     assert result.status_code >= 400 and "cancel" in result.text
 
