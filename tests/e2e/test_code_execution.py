@@ -1,5 +1,6 @@
-"""Code chosen by running it, end to end: the gateway routes a code request at effort ``high``
-to ``code_execution`` (routing.v2.json), the worker draws candidates and model-written tests
+"""Code chosen by running it, end to end: the gateway routes a code request at effort ``low``
+to ``code_execution`` with three candidates (routing.v2.json; higher efforts draw more of the
+same and took 91 s here at ``high``), the worker draws candidates and model-written tests
 from the policy service (Qwen2.5-Coder-0.5B on llama.cpp), and every candidate runs in the real
 sandbox (bwrap); the client is the official openai SDK.
 """
@@ -45,7 +46,7 @@ def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewaySta
         worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox_target},
         gateway_env={
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json"),
-            # Eight candidates and the test-writing call on 2 busy cores take longer than the
+            # The candidates and the test-writing call on 2 busy cores can take longer than the
             # stack's default 120 s job deadline, which would stop the search before any run.
             "TTC_GATEWAY_JOB_TIMEOUT_S": "900",
         },
@@ -59,7 +60,7 @@ def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewaySta
         s.stop()
 
 
-async def test_a_code_request_at_high_effort_runs_its_candidates_in_the_sandbox(
+async def test_a_code_request_runs_its_candidates_in_the_sandbox(
     stack: GatewayStack, sandbox_target: str
 ) -> None:
     from openai import OpenAI
@@ -68,18 +69,18 @@ async def test_a_code_request_at_high_effort_runs_its_candidates_in_the_sandbox(
     response = client.chat.completions.create(
         model=QWEN,
         messages=[{"role": "user", "content": QUESTION}],
-        reasoning_effort="high",
+        reasoning_effort="low",
         max_tokens=256,
     )
     ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
-    assert (ttc["task_type"], ttc["strategy"], ttc["effort_applied"]) == ("code", "code_execution", "high")
+    assert (ttc["task_type"], ttc["strategy"], ttc["effort_applied"]) == ("code", "code_execution", "low")
     assert ttc["termination"] == "completed", ttc
     trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
     nodes = trace["nodes"]
     candidates = [n for n in nodes if n["action"] == "generate"]
     runs = [n["execution"] for n in candidates if n.get("execution")]
     inputs = next(n for n in nodes if n["action"] == "inputs")
-    assert len(candidates) == 8  # the routed n at high effort
+    assert len(candidates) == 3  # the routed n at low effort
     assert inputs.get("visits", 0) >= 1, inputs  # the model's tests gave inputs
     assert runs and all(r["status"] in ("ok", "runtime_error", "timeout") for r in runs)
     assert "@@ttc-case@@" in runs[0]["stdout"]  # the harness ran the candidate on the inputs

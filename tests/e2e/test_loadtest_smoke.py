@@ -55,7 +55,7 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
     out = tmp_path / "smoke"
     cmd = [
         sys.executable, "-m", "loadtests", "full", "--base-url", f"http://127.0.0.1:{env['TTC_GATEWAY_PORT']}/v1",
-        "--model", "smollm2-135m", "--problems", "3", "--datasets", "chain_sum", "--levels", "1,2,3",
+        "--model", "smollm2-135m", "--problems", "2", "--datasets", "chain_sum", "--levels", "1,2,3",
         "--configs", "single,self_consistency:n=2", "--efforts", "low,medium", "--max-tokens", "48",
         "--no-embeddings", "--out", str(out),
     ]  # fmt: skip
@@ -68,8 +68,10 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
             proc.wait(120)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     records = [json.loads(line) for line in (out / "heldout-run" / "records.jsonl").read_text().splitlines()]
-    # 3 held-out problems x (2 pinned configurations + 2 routed efforts).
-    assert len(records) == 3 * 4
+    # Every held-out problem x (2 pinned configurations + 2 routed efforts); the splits are by
+    # hash, so the held-out count is whatever the split gives (3 here), never none.
+    problems = {r["problem_id"] for r in records}
+    assert problems and len(records) == len(problems) * 4
     answered = [r for r in records if r["outcome"] != "error"]
     assert answered, [r["error"] for r in records]
     for r in answered:

@@ -1,5 +1,8 @@
 """HumanEval through the sandbox service, on each backend (bubblewrap, and containers through
-podman's Docker API): every canonical solution passes, wrong ones fail.
+podman's Docker API): canonical solutions pass, wrong ones fail. Bubblewrap runs all 164; the
+container backend, which starts a container per execution (all 164 took 78 s on two cores), runs
+every fourth (41, spread over the set): the harness and the test file are the same for both
+backends, so what the container run adds is the backend's own path, not the problems.
 
 Problems run concurrently (the service's pool bounds them), as the verifier would send them.
 """
@@ -31,16 +34,26 @@ def podman_service() -> Iterator[podman.LazyPodman]:
     lazy.stop()
 
 
+#: the share of HumanEval each backend runs its canonical solutions on (every n-th problem)
+STRIDE = {"bwrap": 1, "docker": 4}
+
+
 @pytest.fixture(scope="module", params=["bwrap", "docker"])
-def target(request: pytest.FixtureRequest, podman_service: podman.LazyPodman) -> Iterator[str]:
-    env = {"TTC_SANDBOX_MAX_QUEUE": "512", "TTC_SANDBOX_BACKEND": request.param}
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture(scope="module")
+def target(backend: str, podman_service: podman.LazyPodman) -> Iterator[str]:
+    env = {"TTC_SANDBOX_MAX_QUEUE": "512", "TTC_SANDBOX_BACKEND": backend}
     instance = "humaneval-" + uuid.uuid4().hex[:8]
-    if request.param == "docker":
+    if backend == "docker":
         env |= {"TTC_SANDBOX_DOCKER_URL": podman_service.get().url, "TTC_SANDBOX_DOCKER_INSTANCE": instance}
-    sandbox = start_sandbox(69200 if request.param == "bwrap" else 69210, 4, **env)
+    sandbox = start_sandbox(69200 if backend == "bwrap" else 69210, 4, **env)
     yield sandbox.target
     sandbox.process.stop()
-    if request.param == "docker":
+    if backend == "docker":
         assert podman_service.get().containers(instance) == [], "labelled containers left behind"
 
 
@@ -62,8 +75,10 @@ async def run_all(target: str, programs: dict[str, tuple[str, dict[str, Any]]]) 
     return dict(zip(programs, replies, strict=True))
 
 
-async def test_all_canonical_solutions_pass(target: str, problems: dict[str, dict[str, Any]]) -> None:
-    programs = {tid: (p["prompt"] + p["canonical_solution"], p) for tid, p in problems.items()}
+async def test_canonical_solutions_pass(backend: str, target: str, problems: dict[str, dict[str, Any]]) -> None:
+    chosen = list(problems)[:: STRIDE[backend]]
+    assert len(chosen) == {"bwrap": 164, "docker": 41}[backend]
+    programs = {tid: (problems[tid]["prompt"] + problems[tid]["canonical_solution"], problems[tid]) for tid in chosen}
     replies = await run_all(target, programs)
     failed = {
         tid: (S.ExecStatus.Name(r.outcome.status), r.tests[0].outcome.stderr[-300:])
