@@ -60,9 +60,7 @@ def stack(redis_server: RedisServer, sandbox_target: str) -> Iterator[GatewaySta
         s.stop()
 
 
-async def test_a_code_request_runs_its_candidates_in_the_sandbox(
-    stack: GatewayStack, sandbox_target: str
-) -> None:
+async def test_a_code_request_runs_its_candidates_in_the_sandbox(stack: GatewayStack, sandbox_target: str) -> None:
     from openai import OpenAI
 
     client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=900)
