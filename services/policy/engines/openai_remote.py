@@ -49,6 +49,7 @@ from services.policy.engines.openai_wire import (
     parse_engine_stats,
     read_tool_calls,
     server_root,
+    took_prompt,
     wire_messages,
     wire_response_format,
     wire_tools,
@@ -58,18 +59,6 @@ if TYPE_CHECKING:
     from services.policy.settings import PolicySettings
 
 log = logging.getLogger(__name__)
-
-
-def _took_prompt(spent: Spent, usage: dict[str, Any] | None) -> None:
-    """A streamed event's usage, for a server that sends one (OpenAI's
-    ``stream_options.include_usage``, some servers unasked): its prompt tokens and prefix-cache
-    hits are the stream's, kept in ``spent`` for the policy's usage (one prompt, however many
-    candidates' requests report it, as the unary path counts it)."""
-    if not usage:
-        return
-    spent.prompt_tokens = max(spent.prompt_tokens, int(usage.get("prompt_tokens") or 0))
-    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    spent.cached_tokens = max(spent.cached_tokens, cached)
 
 
 def _finish(reason: str | None) -> FinishReason:
@@ -158,7 +147,7 @@ class OpenAIRemoteEngine(Engine):
         ids followed by the assistant prefix's."""
         if not prompt.messages:
             return prompt.text + prompt.assistant_prefix
-        ids = await self._ids(messages=_messages(prompt), tools=wire_tools(prompt.tools).get("tools"))
+        ids = await self._ids(messages=wire_messages(prompt), tools=wire_tools(prompt.tools).get("tools"))
         if prompt.assistant_prefix:
             ids += await self._ids(prompt.assistant_prefix, special=False)
         return ids
@@ -202,7 +191,7 @@ class OpenAIRemoteEngine(Engine):
     def _chat_body(self, prompt: Prompt, sampling: Sampling, n: int, seed: int) -> dict[str, Any]:
         """A chat request with the tools and the response format passed through: the remote
         server renders the tools, constrains the output and parses its calls."""
-        body = self._body(sampling, n, seed, chat=True) | {"messages": _messages(prompt)}
+        body = self._body(sampling, n, seed, chat=True) | {"messages": wire_messages(prompt)}
         return body | wire_tools(prompt.tools) | wire_response_format(sampling.constraint)
 
     async def _request(self, prompt: Prompt, sampling: Sampling, n: int, seed: int) -> dict[str, Any]:
@@ -285,7 +274,7 @@ class OpenAIRemoteEngine(Engine):
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
                 event = json.loads(line[5:])
-                _took_prompt(spent, event.get("usage"))
+                took_prompt(spent, event.get("usage"))
                 for choice in event.get("choices") or []:
                     delta = choice.get("delta") or {}
                     calls.feed(delta)
@@ -354,10 +343,6 @@ class OpenAIRemoteEngine(Engine):
 
     async def close(self) -> None:
         await self._client.aclose()
-
-
-def _messages(prompt: Prompt) -> list[dict[str, Any]]:
-    return wire_messages(prompt)
 
 
 def _refusal(status: int, message: str) -> ServiceError:

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.tool_calls import ToolCall, canonical_arguments, new_call_id
-from services.policy.engines.base import Constraint, EngineStats, Prompt, TokenLogprob, ToolSpec
+from services.policy.engines.base import Constraint, EngineStats, Prompt, Spent, TokenLogprob, ToolSpec
 from services.policy.engines.tool_prompt import tool_schema
 
 #: token id used when a server reports token text only (OpenAI logprobs carry no ids)
@@ -206,3 +206,15 @@ class StreamedToolCalls:
     def calls(self) -> list[ToolCall]:
         found = [_read_call(self.parts[i]) for i in sorted(self.parts)]
         return [c for c in found if c is not None]
+
+
+def took_prompt(spent: Spent, usage: dict[str, Any] | None) -> None:
+    """A streamed event's usage, for a server that sends one (OpenAI's
+    ``stream_options.include_usage``, some servers unasked): its prompt tokens and prefix-cache
+    hits are the stream's, kept in ``spent`` for the policy's usage (one prompt, however many
+    candidates' requests report it, as the unary path counts it)."""
+    if not usage:
+        return
+    spent.prompt_tokens = max(spent.prompt_tokens, int(usage.get("prompt_tokens") or 0))
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    spent.cached_tokens = max(spent.cached_tokens, cached)
