@@ -34,6 +34,7 @@ build() {
     local key rootfs present
     # The image is kept only when it was imported from these inputs (its ttc.inputs label): a
     # changed package list (libgomp1 and tzdata were added once) must not leave the old image.
+    # One label per --change: podman 4.3's import reads "LABEL a=1 b=2" as one label a="1 b=2".
     key="$(printf '%s\n' "$suite" "$packages" "$hook" "$@" | sha256sum | cut -c1-12)"
     present="$("$cli" image inspect --format '{{index .Config.Labels "ttc.inputs"}}' "$tag" 2>/dev/null || true)"
     if [[ $force == 0 && "$present" == "$key" ]]; then
@@ -57,7 +58,8 @@ build() {
     echo "importing $rootfs as $tag ($cli)" >&2
     "$cli" import "${changes[@]}" \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8' \
-        --change "LABEL org.opencontainers.image.title=$name org.opencontainers.image.source=debian-$suite ttc.inputs=$key" \
+        --change "LABEL org.opencontainers.image.title=$name" --change "LABEL org.opencontainers.image.source=debian-$suite" \
+        --change "LABEL ttc.inputs=$key" \
         "$rootfs" "$tag" >/dev/null
     echo "built $tag" >&2
 }
