@@ -43,7 +43,7 @@ core-images: system
 
 # The core profile started for real with podman-compose: one chat completion per effort through
 # the gateway, every Prometheus target up, then torn down (also on failure); the summary goes to
-# docs/data/compose_smoke/<date>.json. Not part of `make test`, which already takes ~40 of
+# docs/data/compose_smoke/<UTC time>.json. Not part of `make test`, which already takes ~40 of
 # CI's 45 minutes: the first run compiles llama.cpp once and builds seven images (the gateway
 # image alone took 22 min on two shared cores), and even with every image cached it starts
 # seven containers and loads a model. Run it by hand, under the model lock on a shared machine.

@@ -5,7 +5,7 @@ registry), starts the core profile with podman-compose under its own project nam
 host ports, waits until every container's own healthcheck passes, sends one chat completion per
 reasoning effort with the official openai SDK to the gateway, and checks that Prometheus scrapes
 every target it has (/api/v1/targets: all up). It prints a summary, writes it to
-docs/data/compose_smoke/<date>.json, and tears everything down, also on failure (with the last
+docs/data/compose_smoke/<UTC time>.json, and tears everything down, also on failure (with the last
 log lines of every container in the summary). Exit status 0 only if every step passed.
 
 Prometheus gets deploy/prometheus/prometheus.yml less the jobs whose targets are not core
@@ -291,7 +291,7 @@ def main() -> int:
         summary["total_s"] = round(time.monotonic() - t_all, 1)
         summary["loadavg_end"] = os.getloadavg()
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
+        path = args.out / f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H%MZ}.json"  # one file per run
         path.write_text(json.dumps(summary, indent=2) + "\n")
         verdict = "PASSED" if summary["passed"] else "FAILED"
         print(
