@@ -166,13 +166,11 @@ def test_seeded_candidates_of_a_prompt_longer_than_a_default_step(policy: policy
     facts = " ".join(f"Fact {i}: {i} squared is {i * i}." for i in range(130))
     inp = policy_pb2.PromptInput(prompt=facts + " Which fact is about 7?")
     assert policy.Tokenize(policy_pb2.TokenizeRequest(input=inp), timeout=30).count > 2048
-    # One seeded candidate is enough to take the path that crashed (each candidate is its own
-    # engine request with its own prefill of the whole prompt, 19 s each on two busy cores).
     request = policy_pb2.GenerateRequest(
-        input=inp, sampling=policy_pb2.SamplingParams(n=1, seeds=[77], max_tokens=8, temperature=0.8)
+        input=inp, sampling=policy_pb2.SamplingParams(n=2, seeds=[5, 77], max_tokens=8, temperature=0.8)
     )
     reply = policy.Generate(request, timeout=600)
-    assert [c.completion_tokens > 0 for c in reply.candidates] == [True]
+    assert [c.completion_tokens > 0 for c in reply.candidates] == [True, True]
     assert stats(policy).running_requests == 0
 
 
