@@ -137,6 +137,8 @@ bench: models
 	$(PY) benchmarks/verifier_bench.py
 	$(PY) benchmarks/gateway_overhead.py
 
+# Every strategy on seeded reasoning-gym problems with the real model (hours on an idle
+# machine); raw results with provenance go to docs/data/strategies/strategies-<UTC time>.json.
 bench-strategies: models
 	$(PY) benchmarks/strategies_bench.py --problems 50 --n 8 --max-tokens 384
 

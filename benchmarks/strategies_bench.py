@@ -21,6 +21,11 @@ sample the same n seeds (self-consistency, best-of-N, weighted vote, single) sha
 generation through a cache; a cache hit is charged the seconds and tokens the original call
 took, so reported costs are what each strategy would have spent alone.
 
+Every run writes its raw results (config, per-strategy figures, elapsed time, cache hits)
+with provenance (git revision, load average at start and end, CPU count, model sha256, argv)
+to ``docs/data/strategies/strategies-<UTC time>.json`` via ``evaluation/provenance.py``, and
+prints the path.
+
 Small run: ``python benchmarks/strategies_bench.py --problems 6 --n 4 --max-tokens 320``.
 """
 
@@ -28,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import sys
 import time
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf import struct_pb2
 
+from evaluation.provenance import provenance, write_raw
 from services.common.answers import answers_equivalent, extract_answer, normalize_answer
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import (
@@ -406,6 +411,11 @@ async def run_one(
         )
 
 
+def fmt(value: float) -> str:
+    """A table cell: the value, or a dash where the strategy has no such figure (NaN)."""
+    return "    -  " if math.isnan(value) else f"{value:7.3f}"
+
+
 def pool_metrics(row: Row, k: int) -> tuple[int, list[float]] | None:
     """(k, [pass@1, pass@k, maj@k, coverage]) over the strategy's own sample pools."""
     if not row.pools:
@@ -455,7 +465,6 @@ def report(rows: dict[str, Row], args: argparse.Namespace) -> dict[str, Any]:
         if row.replays:
             notes.append(f"replayed to the same choices {row.replays_matched}/{row.replays}")
         notes.append(",".join(f"{k}={v}" for k, v in sorted(row.terminations.items())))
-        fmt = lambda v: "    -  " if math.isnan(v) else f"{v:7.3f}"  # noqa: E731
         print(
             f"{name:16s} {fmt(vals[0])} {fmt(vals[1])} {fmt(vals[2])} {acc:7.3f} {fmt(vals[3])} "
             f"{tokens:8.0f} {row.verifier_tokens / row.problems:8.0f} {row.seconds / row.problems:7.1f} "
@@ -486,7 +495,9 @@ def report(rows: dict[str, Row], args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace) -> Path:
+    """Run the benchmark, print the table and write the raw results; returns the path written."""
+    start_state = provenance(args.model, engine=args.engine)  # load average before the model loads
     problems = load_problems(args.problems, args.datasets.split(","), args.seed)
     strategies = [s for s in args.strategies.split(",") if s]
     policy, verifier, engine, scorer = await make_components(args)
@@ -508,8 +519,9 @@ async def main_async(args: argparse.Namespace) -> None:
     out["elapsed_seconds"] = time.perf_counter() - started
     if isinstance(policy, CachingPolicy):
         out["cache_hits"] = policy.hits
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+    path = write_raw("strategies", out, model=args.model, started=start_state, argv=sys.argv)
+    print("raw results:", path)
+    return path
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -530,7 +542,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy-target", default="127.0.0.1:50051")
     parser.add_argument("--verifier-target", default="127.0.0.1:50052")
     parser.add_argument("--seed", type=int, default=2025)
-    parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument(
         "--replay-check", default="", help="comma-separated strategies to replay from their trace (caches off)"
     )
