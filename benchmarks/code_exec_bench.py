@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import random
 import subprocess
@@ -45,6 +44,7 @@ from google.protobuf import json_format, struct_pb2
 
 from evaluation.checkers import check_code, sandbox_runner
 from evaluation.datasets import Problem, load_problems
+from evaluation.intervals import wilson
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import Verification, VerifyCall
 from services.search.strategies.code_behaviour import (
@@ -163,15 +163,6 @@ async def measure(problem: Problem, args: argparse.Namespace, index: int, target
     }
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> list[float]:
-    if n == 0:
-        return [0.0, 0.0]
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
-
-
 def paired_bootstrap(gains: Sequence[int], rounds: int = 10_000, seed: int = 0) -> list[float]:
     """95% interval of the mean per-problem gain (selector minus greedy), problems resampled."""
     if not gains:
@@ -190,7 +181,7 @@ def summarize(records: Sequence[dict[str, Any]], args: argparse.Namespace, heldo
         methods[method] = {
             "pass_at_1": round(right / n, 4) if n else 0.0,
             "correct": right,
-            "ci95_wilson": wilson(right, n),
+            "ci95_wilson": [round(x, 4) for x in wilson(right, n)],
             "gain_over_greedy": round(sum(gains) / n, 4) if n else 0.0,
             "gain_ci95_paired_bootstrap": paired_bootstrap(gains),
             "wins_losses_vs_greedy": [gains.count(1), gains.count(-1)],

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from evaluation.datasets import Problem, load_mix
+from evaluation.intervals import wilson
 from evaluation.provenance import provenance, write_raw
 from services.common.answers import answers_equivalent, normalize_for_vote
 from services.search.strategies.stopping import should_stop, wave_sizes
@@ -83,15 +84,6 @@ def early_stop(pool: Sequence[Drawn], first_wave: int, confidence: float) -> tup
         if should_stop(votes, float(len(pool) - drawn), confidence).stop:
             break
     return vote([d.key for d in pool[:drawn]]), drawn
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 0.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def correct(key: str, problem: Problem) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration import PREFILL_WEIGHT, ProblemStats
-from evaluation.pricing_table import bootstrap_interval
+from evaluation.intervals import bootstrap_interval
 
 TOLERANCE = 1e-9  # cost or accuracy differences below this are ties (float means of the same values)
 

@@ -11,24 +11,14 @@ a 95% Wilson interval, and the ledger of the candidate pools behind it (PRIMER Â
 from __future__ import annotations
 
 import itertools
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluation.intervals import wilson
 from evaluation.ledger import LedgerSummary, ProblemLedger, Sample, summarize
 from evaluation.records import RequestRecord
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (sane at 0 and n, unlike the normal one)."""
-    if n <= 0:
-        return 0.0, 0.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)

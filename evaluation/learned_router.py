@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration import BUDGET_MULTIPLES, ProblemStats, fit_ridge, quantile_edges
-from evaluation.pricing_table import bootstrap_interval
+from evaluation.intervals import bootstrap_interval
 from evaluation.route_fit import (
     BIN_NAMES,
     GREEDY,

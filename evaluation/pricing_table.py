@@ -11,10 +11,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from evaluation.intervals import bootstrap_interval
 from evaluation.pools import ProblemPool
 from evaluation.pricing import Config, Estimate, LatencyModel, Pricer, mean_estimate
-
-BOOTSTRAP = 2000
 
 
 def fit_latency(pools: Sequence[ProblemPool]) -> LatencyModel:
@@ -41,16 +40,6 @@ def fit_latency(pools: Sequence[ProblemPool]) -> LatencyModel:
             break
         active = [a for a, s in zip(active, solution, strict=True) if s >= 0]
     return LatencyModel(float(coef[0]), float(coef[1]), float(coef[2]))
-
-
-def bootstrap_interval(values: Sequence[float], *, seed: int = 0, resamples: int = BOOTSTRAP) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean, resampling problems."""
-    if not values:
-        return (0.0, 0.0)
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def default_configs(k: int, judges: Sequence[str] = ()) -> list[Config]:

@@ -47,9 +47,10 @@ from evaluation.calibration import (
     fit_ridge,
     quantile_edges,
 )
+from evaluation.intervals import bootstrap_interval
 from evaluation.pools import Chunk, ProblemPool
 from evaluation.pricing import Config, Estimate, Pricer
-from evaluation.pricing_table import bootstrap_interval, price_all
+from evaluation.pricing_table import price_all
 from services.common.difficulty_features import FEATURE_SET, estimation_text
 from services.common.task_type import TaskType, classify_task
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evaluation.ladder import wilson
+from evaluation.intervals import wilson
 from evaluation.report import percentile
 
 OUTCOMES = ("correct", "wrong", "error")

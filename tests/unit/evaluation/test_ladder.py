@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from evaluation.ladder import effort_rows, ladder_row, monotone, wilson
+from evaluation.ladder import effort_rows, ladder_row, monotone
 from evaluation.records import RequestRecord
 
 
@@ -16,14 +14,6 @@ def record(pid: str, label: str, correct: bool | None, *, tokens: int = 100, out
         correct=correct, answer="1", completion_tokens=tokens, prompt_tokens=50, latency_s=1.0,
         candidates=[("1", bool(correct)), ("2", False)],
     )  # fmt: skip
-
-
-def test_wilson_is_inside_0_1_and_contains_the_estimate() -> None:
-    assert wilson(0, 10)[0] == 0.0 and 0.0 < wilson(0, 10)[1] < 0.35
-    assert wilson(10, 10)[1] == pytest.approx(1.0) and wilson(10, 10)[0] > 0.65
-    low, high = wilson(7, 15)
-    assert low < 7 / 15 < high
-    assert wilson(0, 0) == (0.0, 0.0)
 
 
 def test_infrastructure_failures_are_not_wrong_answers() -> None:

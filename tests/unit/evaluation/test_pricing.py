@@ -12,7 +12,6 @@ import pytest
 from evaluation.ledger import pass_at_k
 from evaluation.pricing import Ballot, Config, LatencyModel, Pricer, _waves, subsets, winner
 from evaluation.pricing_table import (
-    bootstrap_interval,
     cascade,
     default_configs,
     fit_latency,
@@ -116,13 +115,6 @@ def test_latency_model_is_fitted_on_the_pools_calls() -> None:
         longest = max(c.completion_tokens for c in p.draws["cot"].candidates if c.call == i)
         predicted = model.call(call.n, call.prompt_tokens - call.cached_tokens, longest)
         assert predicted == pytest.approx(call.wall_s, abs=1e-6)
-
-
-def test_bootstrap_interval_brackets_the_mean() -> None:
-    values = [0.0, 1.0] * 20
-    low, high = bootstrap_interval(values, seed=1)
-    assert low < 0.5 < high
-    assert bootstrap_interval([1.0] * 10) == (1.0, 1.0)
 
 
 def test_table_has_rows_per_kind_and_overall_for_every_n() -> None:
