@@ -36,6 +36,7 @@ from evaluation.pricing_table import (
     table,
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
+from evaluation.provenance import provenance
 from loadtests.pools import calibrate
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
@@ -150,7 +151,11 @@ def cmd_table(a: argparse.Namespace) -> int:
     _print_rows(rows, keep)
     if a.json:
         per_problem = {name: {pid: e.__dict__ for pid, e in est.items()} for name, est in priced.items()}
-        a.json.write_text(json.dumps({"rows": [r.as_dict() for r in rows], "per_problem": per_problem}, indent=1))
+        # The pools' own chunk headers name the code and seeds that drew them; this names the pricer.
+        meta = provenance(a.model, split=a.split, problems=len(pools), k=k, pools=str(a.out or DEFAULT_POOLS / a.model))
+        body = {"provenance": meta, "rows": [r.as_dict() for r in rows], "per_problem": per_problem}
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(body, indent=1))
     return 0
 
 
