@@ -156,20 +156,12 @@ def test_every_exception_names_a_section_that_exists() -> None:
         assert heading in headings, f"{doc}: no section {heading!r}"
 
 
-# benchmarks/<script> -> why it does not write under docs/data/ itself
-NO_RAW_OUTPUT = {
-    "strategies_bench.py": (
-        "owned by another change; it writes --json to the path given (docs/strategies.md names docs/data/strategies/)"
-    ),
-}
-
-
 def test_every_benchmark_writes_raw_results_under_docs_data() -> None:
     """A benchmark's figures can be cited only if it leaves raw results where the docs point."""
     silent = [
         p.name
         for p in sorted((ROOT / "benchmarks").glob("*.py"))
-        if p.name not in NO_RAW_OUTPUT and "write_raw(" not in (text := p.read_text()) and "docs/data" not in text
+        if "write_raw(" not in (text := p.read_text()) and "docs/data" not in text
     ]
     assert not silent, f"benchmarks that write no raw results under docs/data/: {silent}"
 
