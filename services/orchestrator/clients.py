@@ -112,9 +112,10 @@ class _Streamed:
     """A candidate assembled from GenerateStream chunks."""
 
     text: list[str] = field(default_factory=list)
-    finish: int = 0
+    finish: policy_pb2.FinishReason = policy_pb2.FINISH_REASON_UNSPECIFIED
     tool_calls: list[common_pb2.ToolCall] = field(default_factory=list)
     tokens: int = 0  # the latest chunk's count (GenerateChunk.completion_tokens)
+    logprobs: list[common_pb2.TokenLogprob] = field(default_factory=list)
 
 
 class GrpcPolicy:
@@ -126,12 +127,11 @@ class GrpcPolicy:
     worker gives the job's deadline or less; 0: no retry) and never past ``timeout``
     (``retry.py``); ``on_retry`` counts each retry.
 
-    ``stream_always`` (the worker's setting) sends every call that wants no per-token logprobs
-    through GenerateStream, whether or not it hands text on: a unary call cut off by a cancel or
-    a deadline returns nothing, so the tokens the engine decoded for it would reach the policy's
-    counters but never the job's usage, where a stream's chunks say how many it had sent
-    (``on_partial``). A call that wants logprobs stays unary (the stream carries none): what it
-    decoded before an abort is counted by the policy alone (``ttc_policy_aborted_tokens_total``)."""
+    ``stream_always`` (the worker's setting) sends every call through GenerateStream, whether or
+    not it hands text on: a unary call cut off by a cancel or a deadline returns nothing, so the
+    tokens the engine decoded for it would reach the policy's counters but never the job's
+    usage, where a stream's chunks say how many it had sent (``on_partial``). Calls that want
+    per-token logprobs stream too: the chunks carry them."""
 
     def __init__(
         self,
@@ -164,9 +164,8 @@ class GrpcPolicy:
         on_partial: PartialSink | None = None,
     ) -> Generation:
         """One policy call. With ``on_text`` (or ``stream_always``) it streams (GenerateStream),
-        handing every candidate's deltas to ``on_text`` as they arrive; the stream carries no
-        per-token logprobs, so a call that wants them goes unary and hands each candidate's text
-        on whole when it returns."""
+        handing every candidate's deltas (and, when the call asks for them, their tokens'
+        logprobs) on as they arrive; else it is one unary Generate."""
         request = policy_pb2.GenerateRequest(
             model=self._model,
             input=prompt_input(call.messages, call.assistant_prefix, call.shape),
@@ -175,7 +174,7 @@ class GrpcPolicy:
         )
         until = min(self._retry_until, time.monotonic() + self._timeout)
         attempts = _ReplicaAttempts(self, until, self._backoff, self._on_retry)
-        if not call.logprobs and (on_text is not None or self._stream_always):
+        if on_text is not None or self._stream_always:
             return await self._stream(request, call.seeds, on_text, attempts, on_partial)
         while True:
             try:
@@ -185,16 +184,11 @@ class GrpcPolicy:
                 if await attempts.again(err):
                     continue
                 raise ComponentError("policy", err.details() or err.code().name, err.code().name) from err
-        generation = Generation(
+        return Generation(
             candidates=tuple(candidate_of(c) for c in response.candidates),
             prompt_tokens=response.usage.prompt_tokens,
             cached_tokens=response.usage.cached_tokens,
         )
-        if on_text is not None:
-            for index, candidate in enumerate(generation.candidates):
-                if candidate.text:
-                    await on_text(index, candidate.text)
-        return generation
 
     def _fail_over(self, err: grpc.aio.AioRpcError) -> bool:
         """Move to the next replica when this one is down; False when none is left."""
@@ -213,9 +207,10 @@ class GrpcPolicy:
         on_partial: PartialSink | None = None,
     ) -> Generation:
         """Generate through GenerateStream, handing each candidate's text deltas to ``on_text``
-        (with the candidate's index) as they arrive, when given. The stream carries no per-token
-        logprobs (the caller asks for none). Every chunk carries its candidate's token count, and
-        the first the prompt's (with its cached tokens), so a stream that ends early (cancelled,
+        (with the candidate's index) as they arrive, when given. A candidate's per-token
+        logprobs (when asked for) are its chunks' in order, as the unary reply would give them.
+        Every chunk carries its candidate's token count, and the first the prompt's (with its
+        cached tokens), so a stream that ends early (cancelled,
         cut by the deadline, failed) hands what it had received to ``on_partial``: those tokens
         were spent. The prompt is counted once either way: the final chunk's usage replaces the
         first chunk's count. A failure becomes a ``ComponentError`` like a unary call's."""
@@ -242,6 +237,7 @@ class GrpcPolicy:
                 if chunk.finish_reason:
                     part.finish = chunk.finish_reason
                 part.tool_calls.extend(chunk.tool_calls)
+                part.logprobs.extend(chunk.logprobs)
         except (asyncio.CancelledError, grpc.aio.AioRpcError) as err:
             if on_partial is not None and parts:
                 on_partial(_assembled(parts, usage, seeds))
@@ -275,13 +271,18 @@ def _assembled(parts: dict[int, _Streamed], usage: common_pb2.Usage, seeds: Sequ
     streamed = [(i, parts[i]) for i in sorted(parts) if parts[i].text or parts[i].finish or parts[i].tool_calls]
     return Generation(
         candidates=tuple(
-            Candidate(
-                text="".join(p.text),
-                finish_reason=_FINISH.get(p.finish, "stop"),
-                # A policy that predates per-chunk counts reports the whole call's only.
-                completion_tokens=p.tokens or (usage.completion_tokens if len(streamed) == 1 else 0),
-                seed=seeds[i] if i < len(seeds) else 0,  # the candidate's own seed, by its index
-                tool_calls=tuple(tool_call_of(t) for t in p.tool_calls),
+            # the unary reply's candidate, so both paths read it the same way (``candidate_of``)
+            candidate_of(
+                policy_pb2.Candidate(
+                    index=i,
+                    text="".join(p.text),
+                    finish_reason=p.finish,
+                    # A policy that predates per-chunk counts reports the whole call's only.
+                    completion_tokens=p.tokens or (usage.completion_tokens if len(streamed) == 1 else 0),
+                    seed=seeds[i] if i < len(seeds) else 0,  # the candidate's own seed, by its index
+                    logprobs=p.logprobs,
+                    tool_calls=p.tool_calls,
+                )
             )
             for i, p in streamed
         ),

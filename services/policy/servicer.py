@@ -8,6 +8,8 @@ Either way the tokens the engine spent on the call until then (its ``Spent``) ar
 like a finished call's, and by ``ttc_policy_aborted_tokens_total``; a stream also reports
 each candidate's running token count in every chunk, and the prompt's count (with its
 prefix-cache hits) on its first chunk, so a caller whose stream is cut knows what it spent.
+A stream that asked for logprobs carries each token's in the chunk that carries its text, so
+a call that wants them streams like any other (and is counted like one when it is cut).
 """
 
 from __future__ import annotations
@@ -183,6 +185,9 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         first = True
         reported = False  # the prompt's count went out (on the call's first chunk)
         tools = StreamToolCalls(prompt)
+        # each candidate's logprobs not sent yet: those of deltas held back (tool-call syntax)
+        # go with the candidate's next chunk that carries text or its finish
+        held: dict[int, list[TokenLogprob]] = {}
         spent = Spent()
         stream = cast(
             AsyncGenerator[StreamDelta, None],
@@ -195,6 +200,8 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
             async with contextlib.aclosing(stream), asyncio.timeout(budget):
                 async for raw in stream:
                     completion[raw.index] = max(completion[raw.index], raw.completion_tokens)
+                    if sampling.logprobs:
+                        held.setdefault(raw.index, []).extend(raw.logprobs)
                     delta = tools(raw)
                     if not delta.text and delta.finish_reason is None and reported:
                         continue  # held back: tool-call syntax (the first chunk goes out anyway)
@@ -213,6 +220,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                         else policy_pb2.FINISH_REASON_UNSPECIFIED,
                         tool_calls=tool_calls_pb(delta.tool_calls),
                         completion_tokens=completion[delta.index],
+                        logprobs=logprobs_pb(held.pop(delta.index, []) if delta.text or delta.finish_reason else []),
                     )
                     if not reported:
                         chunk.prompt_tokens, chunk.cached_tokens = _prompt_taken_in(spent, prompt_tokens)
@@ -232,7 +240,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
             if aborted is not None:
                 self._stream_aborted(aborted, spent, completion)
         # the engine's prefix-cache hits, as the unary reply reports them (the worker streams
-        # every call that wants no logprobs, so this is most calls' only usage)
+        # every call, so this is most calls' only usage)
         cached = min(spent.cached_tokens, prompt_tokens)
         self.metrics.base.count_tokens(model, prompt=prompt_tokens, generated=sum(completion), cached=cached)
         self.metrics.count_candidates(finishes)

@@ -109,13 +109,20 @@ class Generation:
 @dataclass
 class StreamDelta:
     """A piece of candidate ``index``; the final delta of a candidate has ``finish_reason``
-    (and, when tools were given, the calls parsed from the candidate's text)."""
+    (and, when tools were given, the calls parsed from the candidate's text).
+
+    With ``sampling.logprobs``, ``logprobs`` are those of the tokens whose text is in ``text``
+    (a token whose text an engine holds back comes with the delta that carries it), and a
+    candidate's final delta carries every token left: concatenated over its deltas they are
+    what ``generate`` returns as the candidate's ``Completion.logprobs``. An engine that cannot
+    give them while streaming refuses such a request rather than stream without them."""
 
     index: int
     text: str
     finish_reason: FinishReason | None = None
     completion_tokens: int = 0
     tool_calls: list[ToolCall] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass

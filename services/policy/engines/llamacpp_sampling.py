@@ -78,6 +78,11 @@ class StopScanner:
             self.stopped = True
         return self.stopped
 
+    def end(self) -> int:
+        """Where the text of the bytes fed so far ends: a character still incomplete in the
+        decoder counts as the next one, so a token that only began it ends after it."""
+        return len(self.text) + (1 if self._decoder.getstate()[0] and not self.stopped else 0)
+
     def pending(self, final: bool = False) -> str:
         """Text not streamed yet that can no longer change."""
         end = len(self.text) if final or self.stopped else max(self.emitted, len(self.text) - self.holdback)

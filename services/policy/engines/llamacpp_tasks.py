@@ -15,6 +15,7 @@ These objects run only on the loop's thread; ``host`` is the loop (llama.cpp cal
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -77,6 +78,16 @@ class Candidate:
     n_tokens: int = 0
     finish: FinishReason | None = None
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    #: where each logprob's token ends in the scanner's text, and how many of them were streamed
+    lp_ends: list[int] = field(default_factory=list)
+    lp_sent: int = 0
+
+    def streamed_logprobs(self, final: bool) -> list[TokenLogprob]:
+        """The logprobs not streamed yet of the tokens whose text has now been streamed (the
+        scanner's ``emitted``), or of every token left on the candidate's final delta."""
+        n = len(self.logprobs) if final else bisect.bisect_right(self.lp_ends, self.scanner.emitted, lo=self.lp_sent)
+        out, self.lp_sent = self.logprobs[self.lp_sent : n], max(self.lp_sent, n)
+        return out
 
 
 class Task:
@@ -253,10 +264,13 @@ class GenTask(Task):
         elif c.n_tokens >= self.sampling.max_tokens:
             c.finish = "length"
             c.scanner.finish()
+        if lp is not None:
+            c.lp_ends.append(c.scanner.end())
         if self.emit is not None:
-            text = c.scanner.pending(final=c.finish is not None)
-            if text or c.finish is not None:
-                self.emit(StreamDelta(c.index, text, c.finish, c.n_tokens))
+            final = c.finish is not None
+            text = c.scanner.pending(final=final)
+            if text or final:
+                self.emit(StreamDelta(c.index, text, c.finish, c.n_tokens, logprobs=c.streamed_logprobs(final)))
 
     def _finish(self, host: BatchLoop) -> None:
         for c in self.cands:
@@ -267,7 +281,8 @@ class GenTask(Task):
                 c.finish = "abort"
                 c.scanner.finish()
                 if self.emit is not None:
-                    self.emit(StreamDelta(c.index, c.scanner.pending(final=True), "abort", c.n_tokens))
+                    text = c.scanner.pending(final=True)
+                    self.emit(StreamDelta(c.index, text, "abort", c.n_tokens, logprobs=c.streamed_logprobs(True)))
         completions = [
             Completion(c.index, c.scanner.text, c.finish or "abort", c.n_tokens, c.seed, c.logprobs) for c in self.cands
         ]

@@ -43,6 +43,7 @@ from services.policy.engines.base import (
     StreamDelta,
 )
 from services.policy.engines.openai_wire import (
+    StreamedLogprobs,
     StreamedToolCalls,
     chat_logprobs,
     completion_logprobs,
@@ -265,7 +266,7 @@ class OpenAIRemoteEngine(Engine):
             path, body = "/completions", body | {"prompt": await self._completion_prompt(prompt)}
         body["stream"] = True
         count = 0
-        calls = StreamedToolCalls()
+        calls, lps = StreamedToolCalls(), StreamedLogprobs(chat) if sampling.logprobs else None
         async with self._client.stream("POST", self._base + path, json=body) as reply:
             if reply.status_code >= 400:
                 detail = (await reply.aread())[:500].decode("utf-8", errors="replace")
@@ -280,13 +281,14 @@ class OpenAIRemoteEngine(Engine):
                     calls.feed(delta)
                     text = delta.get("content") or "" if chat else choice.get("text") or ""
                     reason = choice.get("finish_reason")
-                    event_tokens = 1 if text or delta.get("tool_calls") else 0  # about one token per event
+                    # exact with logprobs (one per token), else about one token per event
+                    event_tokens = (lps.feed(choice, text) if lps else 0) or int(bool(text or delta.get("tool_calls")))
                     count += event_tokens
                     spent.completion_tokens += event_tokens
                     if text or reason:
-                        finish = _finish(reason) if reason else None
-                        found = calls.calls() if reason else []
-                        yield StreamDelta(index, text, finish, completion_tokens=count, tool_calls=found)
+                        finish, found = (_finish(reason), calls.calls()) if reason else (None, [])
+                        held = lps.take() if lps else []
+                        yield StreamDelta(index, text, finish, completion_tokens=count, tool_calls=found, logprobs=held)
 
     # -- scoring ---------------------------------------------------------------------------
     async def score(

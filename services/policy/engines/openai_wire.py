@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.common.errors import FailedPrecondition
 from services.common.tool_calls import ToolCall, canonical_arguments, new_call_id
 from services.policy.engines.base import Constraint, EngineStats, Prompt, Spent, TokenLogprob, ToolSpec
 from services.policy.engines.tool_prompt import tool_schema
@@ -206,6 +207,38 @@ class StreamedToolCalls:
     def calls(self) -> list[ToolCall]:
         found = [_read_call(self.parts[i]) for i in sorted(self.parts)]
         return [c for c in found if c is not None]
+
+
+class StreamedLogprobs:
+    """The per-token logprobs of one streamed choice (``choices[].logprobs``: ``content`` for
+    chat, tokens / token_logprobs / top_logprobs for completions), each event's handed to the
+    next delta that carries text, so tokens whose text the server held back come with it.
+
+    A server that streams text without any logprobs (it implements them unary only) makes the
+    request fail with FAILED_PRECONDITION, rather than stream a candidate without them."""
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.held: list[TokenLogprob] = []
+        self.seen = False
+
+    def feed(self, choice: dict[str, Any], text: str) -> int:
+        """Take an event's choice (``text``: its text); returns how many tokens it carried."""
+        raw = choice.get("logprobs")
+        tokens = chat_logprobs(raw) if self.chat else completion_logprobs(raw)
+        self.seen = self.seen or bool(tokens)
+        if text and not self.seen:
+            raise FailedPrecondition(
+                "the remote OpenAI server streams no per-token logprobs (choices[].logprobs); "
+                "ask for logprobs without streaming, or use a server that streams them",
+                field="sampling.logprobs",
+            )
+        self.held.extend(tokens)
+        return len(tokens)
+
+    def take(self) -> list[TokenLogprob]:
+        out, self.held = self.held, []
+        return out
 
 
 def took_prompt(spent: Spent, usage: dict[str, Any] | None) -> None:

@@ -18,18 +18,24 @@ from services.policy.engines.base import StreamDelta
 
 
 def coalesce(deltas: list[StreamDelta]) -> list[StreamDelta]:
-    """One delta per candidate, in the order each candidate first appears: its texts joined in
-    order, its largest token count, its finish reason and tool calls (only a candidate's last
-    delta carries them, and nothing of that candidate follows it)."""
+    """One delta per candidate, in the order each candidate first appears: its texts and its
+    tokens' logprobs joined in order, its largest token count, its finish reason and tool calls
+    (only a candidate's last delta carries them, and nothing of that candidate follows it)."""
     merged: dict[int, StreamDelta] = {}
     for delta in deltas:
         seen = merged.get(delta.index)
         if seen is None:
             merged[delta.index] = StreamDelta(
-                delta.index, delta.text, delta.finish_reason, delta.completion_tokens, list(delta.tool_calls)
+                delta.index,
+                delta.text,
+                delta.finish_reason,
+                delta.completion_tokens,
+                list(delta.tool_calls),
+                list(delta.logprobs),
             )
             continue
         seen.text += delta.text
+        seen.logprobs.extend(delta.logprobs)
         seen.completion_tokens = max(seen.completion_tokens, delta.completion_tokens)
         seen.finish_reason = delta.finish_reason or seen.finish_reason
         seen.tool_calls.extend(delta.tool_calls)

@@ -243,6 +243,9 @@ class VllmEngine(Engine):
         spent = Spent() if spent is None else spent
         ids = self._token_ids(prompt)
         counts = [0] * sampling.n
+        # logprobs of tokens whose text vLLM's detokenizer still holds (a partial character, a
+        # possible stop string) wait for the delta that carries it
+        held: list[list[TokenLogprob]] = [[] for _ in range(sampling.n)]
         plan = self._plan(sampling, request_id, True, self.structured_outputs(prompt, sampling))
         async for first, out in self._run(ids, plan):
             self._started(spent, ids, out)
@@ -250,13 +253,17 @@ class VllmEngine(Engine):
                 index = first + c.index
                 counts[index] += len(c.token_ids)
                 spent.completion_tokens += len(c.token_ids)
+                if sampling.logprobs:
+                    held[index].extend(self._logprobs(c.token_ids, c.logprobs, sampling.top_logprobs))
                 if c.text or c.finish_reason is not None:
                     yield StreamDelta(
                         index=index,
                         text=c.text,
                         finish_reason=_FINISH.get(c.finish_reason, "stop") if c.finish_reason else None,
                         completion_tokens=counts[index],
+                        logprobs=held[index],
                     )
+                    held[index] = []
 
     def _logprobs(self, token_ids: Sequence[int], positions: Any, k: int) -> list[TokenLogprob]:
         """vLLM's per-position {token id: Logprob} maps (the top ``k`` by rank plus the chosen

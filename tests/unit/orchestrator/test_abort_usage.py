@@ -2,7 +2,7 @@
 
 - ``GrpcPolicy(stream_always=True)`` (the worker's) sends a call that hands no text on through
   GenerateStream too, so a cut-off call still says what it had been sent (a unary call's reply
-  never comes); a call that wants logprobs stays unary. Its stream fails over to the next
+  never comes), also a call that wants logprobs (the chunks carry them). Its stream fails over to the next
   replica before its first chunk, as a unary call does.
 - The worker's meter (services/orchestrator/metering.py) charges what the search's budget
   charges, so it equals ``budget_used`` for a finished search and still knows the spend of a
@@ -83,14 +83,32 @@ async def test_a_call_without_a_text_sink_streams_and_a_cancel_hands_over_its_to
     assert [c.completion_tokens for c in got.candidates] == [SENT]
 
 
-async def test_without_stream_always_or_with_logprobs_the_call_is_unary(served: tuple[StallingPolicy, str]) -> None:
+async def test_without_stream_always_the_call_is_unary(served: tuple[StallingPolicy, str]) -> None:
     fake, target = served
     async with insecure_channel(target) as channel:
         # StallingPolicy's Generate answers at once; its stream would stall for an hour.
-        plain = await asyncio.wait_for(GrpcPolicy(channel).generate(_call()), 10)
-        logprobs = await asyncio.wait_for(GrpcPolicy(channel, stream_always=True).generate(_call(logprobs=True)), 10)
-    assert plain.candidates[0].text == logprobs.candidates[0].text == "ok"
-    assert len(fake.requests) == 2
+        plain = await asyncio.wait_for(GrpcPolicy(channel).generate(_call(logprobs=True)), 10)
+    assert plain.candidates[0].text == "ok"
+    assert len(fake.requests) == 1
+
+
+async def test_a_call_that_wants_logprobs_streams_too_and_a_cancel_hands_over_its_tokens(
+    served: tuple[StallingPolicy, str],
+) -> None:
+    fake, target = served
+    partial: list[Generation] = []
+    async with insecure_channel(target) as channel:
+        call = asyncio.ensure_future(
+            GrpcPolicy(channel, stream_always=True).generate(_call(logprobs=True), on_partial=partial.append)
+        )
+        await _chunks_sent(fake)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    [request] = fake.requests
+    assert request.sampling.logprobs
+    [got] = partial
+    assert [c.completion_tokens for c in got.candidates] == [SENT]
 
 
 async def test_a_stream_fails_over_to_the_next_replica_before_its_first_chunk(

@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from services.common.tool_calls import ToolCall
-from services.policy.engines.base import StreamDelta
+from services.policy.engines.base import StreamDelta, TokenLogprob
 from services.policy.engines.stream_coalesce import DeltaMailbox, coalesce
 
 
@@ -35,6 +35,30 @@ def test_coalescing_does_not_change_the_inputs() -> None:
     first = StreamDelta(0, "a", None, 1)
     coalesce([first, StreamDelta(0, "b", None, 2)])
     assert first == StreamDelta(0, "a", None, 1)
+
+
+def _lp(token: str, token_id: int) -> TokenLogprob:
+    return TokenLogprob(token, token_id, -0.1 * token_id, [(token, token_id, -0.1 * token_id)])
+
+
+def test_each_candidate_keeps_its_tokens_logprobs_in_order() -> None:
+    a, b, c, d, e = _lp("He", 1), _lp("l", 2), _lp("lo", 3), _lp("Wo", 4), _lp("", 5)
+    first = StreamDelta(0, "He", None, 1, logprobs=[a])
+    merged = coalesce(
+        [
+            first,
+            StreamDelta(1, "Wo", None, 1, logprobs=[d]),
+            StreamDelta(0, "", None, 2, logprobs=[]),  # a token whose text is held back
+            StreamDelta(0, "llo", None, 3, logprobs=[b, c]),
+            StreamDelta(1, "", "stop", 2, logprobs=[e]),
+        ]
+    )
+    assert [(m.index, m.text, [t.token for t in m.logprobs]) for m in merged] == [
+        (0, "Hello", ["He", "l", "lo"]),
+        (1, "Wo", ["Wo", ""]),
+    ]
+    assert merged[0].logprobs == [a, b, c] and merged[1].finish_reason == "stop"
+    assert first.logprobs == [a]  # the input delta's list is not the merged one
 
 
 def test_a_thread_emitting_many_deltas_wakes_the_loop_once_per_batch_and_loses_none() -> None:
