@@ -167,6 +167,29 @@ def test_stream_matches_unary(policy: tuple[policy_pb2_grpc.PolicyStub, str]) ->
     assert usage is not None and usage.completion_tokens == unary.usage.completion_tokens
 
 
+def test_stream_logprobs_match_unary(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+    """Greedy GenerateStream with logprobs gives the unary call's tokens and logprobs, each
+    chunk carrying the tokens of its own text; a stop string that never matches makes the
+    engine hold text back, and the held tokens' logprobs wait for it (none lost, none twice)."""
+    stub, _ = policy
+    sampling = {"n": 2, "seeds": [1, 2], "max_tokens": 16, "temperature": 0.0, "logprobs": True, "top_logprobs": 2}
+    for stop in ([], ["zqxj"]):
+        unary = generate(stub, stop=stop, **sampling)
+        request = policy_pb2.GenerateRequest(input=chat(), sampling=policy_pb2.SamplingParams(stop=stop, **sampling))
+        chunks = [c for c in stub.GenerateStream(request, timeout=600) if not c.HasField("usage")]
+        for c in unary.candidates:
+            mine = [chunk for chunk in chunks if chunk.index == c.index]
+            streamed = [t for chunk in mine for t in chunk.logprobs]
+            assert [t.token_id for t in streamed] == [t.token_id for t in c.logprobs]
+            assert len(streamed) == c.completion_tokens
+            for got, want in zip(streamed, c.logprobs, strict=True):
+                assert abs(got.logprob - want.logprob) < 1e-4
+                assert [a.token_id for a in got.top_logprobs] == [a.token_id for a in want.top_logprobs]
+            assert "".join(chunk.text_delta for chunk in mine) == c.text == "".join(t.token for t in streamed)
+            if not stop:  # nothing held back: each chunk carries exactly the tokens of its text
+                assert all("".join(t.token for t in chunk.logprobs) == chunk.text_delta for chunk in mine)
+
+
 BAD = [
     ({"sampling": {"n": 0, "max_tokens": 8}}, "sampling.n"),
     ({"sampling": {"n": 65, "max_tokens": 8}}, "sampling.n"),
