@@ -14,11 +14,14 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaluation/ is not installed
 
 from evaluation.provenance import provenance, write_raw
 from services.policy.engines import llamacpp_grammar as lg
