@@ -187,6 +187,25 @@ def test_stream_two_candidates(policy: policy_pb2_grpc.PolicyStub) -> None:
     assert finished == {0, 1} and all(texts.values())
 
 
+@pytest.mark.parametrize(
+    "inp", [chat("Say hello."), policy_pb2.PromptInput(prompt="Numbers: 1, 2, 3,")], ids=["chat", "completions"]
+)
+def test_stream_logprobs_are_the_servers(policy: policy_pb2_grpc.PolicyStub, inp: policy_pb2.PromptInput) -> None:
+    """The server's streamed ``choices[].logprobs`` (chat and completions) reach the chunks: a
+    greedy stream's tokens are the unary call's, and spell its text."""
+    sampling = policy_pb2.SamplingParams(n=1, max_tokens=8, temperature=0.0, logprobs=True, top_logprobs=2)
+    request = policy_pb2.GenerateRequest(input=inp, sampling=sampling)
+    policy.Generate(request, timeout=120)  # warm the server's prompt cache (see above)
+    [unary] = policy.Generate(request, timeout=120).candidates
+    chunks = [c for c in policy.GenerateStream(request, timeout=120) if not c.HasField("usage")]
+    streamed = [t for c in chunks for t in c.logprobs]
+    assert "".join(c.text_delta for c in chunks) == unary.text == "".join(t.token for t in streamed)
+    assert [t.token for t in streamed] == [t.token for t in unary.logprobs] and streamed
+    assert all(abs(a.logprob - b.logprob) < 1e-3 for a, b in zip(streamed, unary.logprobs, strict=True))
+    assert all(len(t.top_logprobs) == 2 for t in streamed)
+    assert chunks[-1].completion_tokens == len(streamed)
+
+
 class RecordingProxy:
     """An HTTP proxy in front of the remote server that keeps every JSON body it forwards to
     a path and the server's JSON answer: what crossed the wire, not what the engine meant."""
