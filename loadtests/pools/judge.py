@@ -1,0 +1,271 @@
+"""``python -m loadtests.pools.judge``: every judge's score for every pool candidate.
+
+Best-of-N with a judge and the judge-weighted vote are priced offline from a pool only when
+each candidate carries that judge's score (:mod:`evaluation.pricing`, ``bon@n:J`` and
+``wvote@n:J``). This scores every chain-of-thought and program candidate of every chunk with
+the verifier service's generative judges (``orm``, ``prm``: docs/verifier.md) through the real
+verifier gRPC service, on the pool's own model behind a real policy service, and stores the
+score in the candidate's ``scores[judge]``. Code candidates (HumanEval) are judged by their
+hidden tests already and are left as they are.
+
+A chunk is rewritten whole (:func:`evaluation.pools.write_chunk`: temporary file, then rename)
+once all its judges are done, its header gaining one ``judged`` note per judge (the judging
+code's ``git describe --dirty``, the judge, the judging model and its sha256, when, how many
+candidates were scored and how many the verifier could not judge). A chunk whose header already
+notes a judge is skipped for it, so a sitting resumes at chunk granularity; chunks whose every
+problem has a newer record are skipped too. The draw settings and program version in the
+header are kept as they were, so ``draw`` and ``status`` treat a judged chunk as the chunk it
+was. Each chunk is judged under the shared model lock, and ``--hours`` bounds a sitting.
+
+What a judge reads: the problem's own messages (as the request sent them) and, for a chain of
+thought, its text; for a program, its text and what it printed when it ran (the answer a
+program gives is its output; a judge shown only the source cannot see it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from evaluation.datasets import Problem
+from evaluation.pools import Chunk, Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools, write_chunk
+from loadtests.pools.run import DEFAULT_POOLS, git_describe, model_sha256
+from loadtests.pools.services import Service, free_port, model_lock, policy_service
+from services.common.grpc_client import insecure_channel
+from services.gen.ttc.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+JUDGED_KINDS = ("cot", "program")  # code candidates are scored by their hidden tests
+_WRITTEN_BY_WRITER = ("type", "schema", "problems")
+
+# judge name, the problem's messages, candidate texts -> one score per text (None: not judged)
+Scorer = Callable[[str, list[dict[str, str]], list[str]], Awaitable[list[float | None]]]
+
+
+class VerifierStub(Protocol):
+    """The one method of ``verifier_pb2_grpc.VerifierStub`` used here (a fake in unit tests)."""
+
+    def Verify(self, request: verifier_pb2.VerifyRequest, timeout: float | None = None) -> Any: ...
+
+
+# ------------------------------------------------------------------------------ pure parts
+def judged_text(kind: str, candidate: PoolCandidate) -> str:
+    """What the judge reads of a candidate (see the module docstring)."""
+    if kind == "program" and candidate.status == "ok":
+        return f"{candidate.text.rstrip()}\n\nThe program printed:\n{candidate.stdout.strip()}"
+    return candidate.text
+
+
+def judgeable(pool: ProblemPool) -> list[tuple[str, int, str]]:
+    """(draw name, candidate position, text to judge) of every candidate a judge scores."""
+    return [
+        (name, i, judged_text(draw.kind, c))
+        for name, draw in pool.draws.items()
+        if draw.kind in JUDGED_KINDS
+        for i, c in enumerate(draw.candidates)
+    ]
+
+
+def with_scores(pool: ProblemPool, judge: str, scores: dict[tuple[str, int], float]) -> ProblemPool:
+    """``pool`` with ``scores[(draw, position)]`` stored as each candidate's ``scores[judge]``."""
+    draws: dict[str, Draw] = {}
+    for name, draw in pool.draws.items():
+        candidates = tuple(
+            dataclasses.replace(c, scores={**c.scores, judge: scores[(name, i)]}) if (name, i) in scores else c
+            for i, c in enumerate(draw.candidates)
+        )
+        draws[name] = dataclasses.replace(draw, candidates=candidates)
+    return dataclasses.replace(pool, draws=draws)
+
+
+def judged_by(header: dict[str, Any]) -> set[str]:
+    return {str(note["judge"]) for note in header.get("judged", [])}
+
+
+def to_judge(chunks: Sequence[Chunk], judges: Sequence[str]) -> list[tuple[Chunk, list[str]]]:
+    """Each chunk with the judges it still lacks; chunks holding no problem's newest record
+    (every problem re-drawn into a later chunk) and chunks every judge has done are left out."""
+    latest = latest_pools(chunks)
+    out = []
+    for chunk in chunks:
+        current = any(latest[p.id][1].path == chunk.path for p in chunk.pools)
+        missing = [j for j in judges if j not in judged_by(chunk.header)]
+        if current and missing:
+            out.append((chunk, missing))
+    return out
+
+
+async def judge_pool(pool: ProblemPool, judge: str, scorer: Scorer) -> tuple[ProblemPool, int, int]:
+    """One problem, one judge: one verifier call for all its candidates. Returns the scored pool,
+    the candidates scored and those the verifier could not judge (left without a score)."""
+    items = judgeable(pool)
+    if not items:
+        return pool, 0, 0
+    messages = Problem.from_dict(pool.problem).messages()
+    found = await scorer(judge, messages, [text for _, _, text in items])
+    if len(found) != len(items):
+        raise RuntimeError(f"{pool.id}: {judge} returned {len(found)} scores for {len(items)} candidates")
+    scores = {(name, i): s for (name, i, _), s in zip(items, found, strict=True) if s is not None}
+    return with_scores(pool, judge, scores), len(scores), len(items) - len(scores)
+
+
+async def judge_chunk(chunk: Chunk, judges: Sequence[str], scorer: Scorer, note: dict[str, Any]) -> Path:
+    """Score every problem of ``chunk`` with each of ``judges`` and rewrite the chunk whole, its
+    header gaining one ``judged`` note per judge (``note`` plus the judge and its counts)."""
+    pools = list(chunk.pools)
+    notes = []
+    for judge in judges:
+        began, scored, errors = time.monotonic(), 0, 0
+        for i, pool in enumerate(pools):
+            pools[i], ok, failed = await judge_pool(pool, judge, scorer)
+            scored, errors = scored + ok, errors + failed
+        wall = round(time.monotonic() - began, 1)
+        notes.append({**note, "judge": judge, "scored": scored, "errors": errors, "wall_s": wall})
+    header = {k: v for k, v in chunk.header.items() if k not in _WRITTEN_BY_WRITER}
+    header["judged"] = [*header.get("judged", []), *notes]
+    return write_chunk(chunk.path.parent, chunk.split, chunk.seq, header, pools)
+
+
+# ------------------------------------------------------------------------------ the verifier
+def stub_scorer(stub: VerifierStub, *, model: str = "", timeout: float = 1800.0) -> Scorer:
+    """A :data:`Scorer` over the verifier service. A verdict carrying ``error`` was not a verdict
+    on the candidate (docs/verifier.md, Errors): that candidate gets no score, not a 0."""
+
+    async def score(judge: str, messages: list[dict[str, str]], texts: list[str]) -> list[float | None]:
+        request = verifier_pb2.VerifyRequest(
+            verifier=judge, candidates=texts, model=model, request_id=f"pool-judge-{judge}",
+            problem=[common_pb2.ChatMessage(role=m["role"], content=m["content"]) for m in messages],
+        )  # fmt: skip
+        reply = await stub.Verify(request, timeout=timeout)
+        return [None if v.error else min(1.0, max(0.0, v.score)) for v in reply.verdicts]
+
+    return score
+
+
+async def generative_judges(stub: verifier_pb2_grpc.VerifierStub) -> set[str]:
+    """The verifier service's own list of generative verifiers (the judges that can score)."""
+    reply = await stub.ListVerifiers(verifier_pb2.ListVerifiersRequest(), timeout=30.0)
+    return {v.name for v in reply.verifiers if v.generative}
+
+
+def verifier_service(policy_target: str) -> Service:
+    port = free_port()
+    env = {
+        "TTC_VERIFIER_HOST": "127.0.0.1",
+        "TTC_VERIFIER_PORT": str(port),
+        "TTC_VERIFIER_METRICS_PORT": str(free_port()),
+        "TTC_VERIFIER_POLICY_TARGET": policy_target,
+    }
+    return Service("verifier", env, port)
+
+
+# ------------------------------------------------------------------------------ a sitting
+@dataclasses.dataclass
+class JudgeRun:
+    """Judge the chunks under ``directory`` with ``judges``; services start on first use."""
+
+    directory: Path
+    judges: Sequence[str]
+    model: str = ""  # default: the chunks' own model
+    hours: float = 0.0
+    policy_target: str = ""
+    verifier_target: str = ""
+    lock: bool = True
+    _services: list[Service] = dataclasses.field(default_factory=list)
+    _scorer: Scorer | None = None
+
+    def log(self, message: str) -> None:
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+
+    async def run(self) -> int:
+        """Judge until done or out of time; returns the number of chunks rewritten."""
+        chunks = list(iter_chunks(self.directory))
+        models = {str(c.header.get("model", "")) for c in chunks}
+        model = self.model or (models.pop() if len(models) == 1 else "")
+        if not model and chunks:
+            raise SystemExit(f"chunks of several models {sorted(models)}: pass --model")
+        todo = to_judge(chunks, self.judges)
+        self.log(f"{self.directory}: {len(chunks)} chunks, {len(todo)} to judge with {', '.join(self.judges)}")
+        note = {"git_describe": git_describe(), "model": model, "model_sha256": model_sha256(model)}
+        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
+        done = 0
+        try:
+            for chunk, judges in todo:
+                if deadline is not None and time.monotonic() > deadline:
+                    self.log("time limit reached")
+                    break
+                with model_lock() if self.lock else nullcontext(0.0) as waited:
+                    scorer = await self._connect(model)
+                    began = time.monotonic()
+                    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                    path = await judge_chunk(chunk, judges, scorer, {**note, "at": at})
+                self.log(f"{path.name}: {len(chunk.pools)} problem(s) judged by {', '.join(judges)} in "
+                         f"{time.monotonic() - began:.0f}s (waited {waited:.0f}s for the lock)")  # fmt: skip
+                done += 1
+        finally:
+            for service in reversed(self._services):
+                service.stop()
+        return done
+
+    async def _connect(self, model: str) -> Scorer:
+        """The scorer, starting policy and verifier on first use (inside the lock: loading the
+        model is a model workload), after checking every judge is one the verifier has."""
+        if self._scorer is not None:
+            return self._scorer
+        verifier_target = self.verifier_target
+        if not verifier_target:
+            policy_target = self.policy_target
+            if not policy_target:
+                service = await asyncio.to_thread(policy_service(model).start, 600.0)
+                self._services.append(service)
+                policy_target = service.target
+            service = await asyncio.to_thread(verifier_service(policy_target).start, 60.0)
+            self._services.append(service)
+            verifier_target = service.target
+        self.log(f"verifier at {verifier_target}")
+        stub = verifier_pb2_grpc.VerifierStub(insecure_channel(verifier_target))
+        known = await generative_judges(stub)
+        unknown = [j for j in self.judges if j not in known]
+        if unknown:
+            raise SystemExit(f"not judges of this verifier: {unknown} (it has {sorted(known)})")
+        self._scorer = stub_scorer(stub)
+        return self._scorer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtests.pools.judge", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_POOLS / DEFAULT_MODEL, help="pool folder")
+    parser.add_argument("--judges", default="orm", help="comma-separated generative verifiers (orm, prm)")
+    parser.add_argument("--model", default="", help="model to start the policy on (default: the chunks' own)")
+    parser.add_argument("--hours", type=float, default=0.0, help="stop starting chunks after this long (0: none)")
+    parser.add_argument("--policy-target", default="", help="a running policy service (default: start one)")
+    parser.add_argument("--verifier-target", default="", help="a running verifier service (default: start one)")
+    parser.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
+                        help="take the model lock per chunk (default: when this starts the policy)")  # fmt: skip
+    a = parser.parse_args(argv)
+    judges = [j for j in a.judges.split(",") if j]
+    lock = a.lock if a.lock is not None else not (a.policy_target or a.verifier_target)
+    # A SIGTERM (kill, timeout) unwinds through ``finally`` so the services this started stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run = JudgeRun(a.out, judges, a.model, a.hours, a.policy_target, a.verifier_target, lock)
+    try:
+        done = asyncio.run(run.run())
+    except grpc.aio.AioRpcError as err:
+        print(f"error: verifier call failed: {err.code().name}: {err.details()}", file=sys.stderr)
+        return 1
+    print(f"judged {done} chunk(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
