@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate}``.
+"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate}``.
 
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
@@ -8,7 +8,8 @@ stored answers with the current checker; ``table`` prices every configuration of
 pools and prints accuracy with 95% bootstrap intervals, generated and prompt tokens and the
 latency estimate, per task kind and overall; ``calibrate`` draws within a time limit on a
 running policy and writes ``routing.<model>.json`` (:mod:`loadtests.pools.calibrate`,
-``make calibrate``).
+``make calibrate``); ``validate`` runs priced configurations live through the gateway and
+reports whether the pools' estimate agrees (:mod:`loadtests.pools.validate`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from evaluation.pricing_table import (
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
 from evaluation.provenance import provenance
-from loadtests.pools import calibrate
+from loadtests.pools import calibrate, validate
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
@@ -211,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     calibrate.add_arguments(
         sub.add_parser("calibrate", help="draw within a time limit, then write routing.<model>.json")
     )
+    validate.add_arguments(
+        sub.add_parser("validate", help="run priced configurations live through the gateway; compare (resumes)")
+    )
     for name in ("status", "rescore", "table"):
         p = sub.add_parser(name)
         p.add_argument("--model", default=DEFAULT_MODEL)
@@ -229,6 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
-        "calibrate": calibrate.run,
+        "calibrate": calibrate.run, "validate": validate.run,
     }  # fmt: skip
     return handlers[a.command](a)
