@@ -120,8 +120,7 @@ def main() -> None:
     parser.add_argument(
         "--params",
         default='{"logprobs": false}',
-        help="strategy params (JSON); self-consistency without its logprob tie-break streams every token "
-        "(with logprobs a call goes unary and its text streams once per call): the dearer case",
+        help="strategy params (JSON); self-consistency without its logprob tie-break streams every token",
     )
     args = parser.parse_args()
     started = provenance(

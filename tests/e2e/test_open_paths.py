@@ -76,7 +76,7 @@ def job_status(url: str, job_id: str, key: str = ALICE) -> str:
 
 
 def engine_decoding(stack: GatewayStack) -> bool:
-    """A policy call in flight (the worker streams every call that asks no logprobs)."""
+    """A policy call in flight (the worker streams its calls; unary ones are counted too)."""
     return any(
         stack.policy_metric("ttc_requests_in_flight", service="policy", method=method) >= 1
         for method in ("Generate", "GenerateStream")

@@ -45,7 +45,7 @@ def job(*, quiet: bool) -> orchestrator_pb2.SearchJob:
         job_id=uuid.uuid4().hex,
         model=MODEL,
         messages=[common_pb2.ChatMessage(role="user", content="Name a color of the sky, in one sentence.")],
-        # logprobs off: the stream carries none, so a call that wants them goes unary
+        # logprobs off: the vote's tie-break is not under test here
         strategy=orchestrator_pb2.StrategySpec(name="self_consistency", n=3, params={"logprobs": False}),
         budget=orchestrator_pb2.Budget(max_generated_tokens=400, deadline_seconds=120),
         temperature=0.7,

@@ -100,7 +100,9 @@ class Context:
     # -- answer stream -------------------------------------------------------------------
     def answer_stream(self, prefix: str = "") -> TextSink | None:
         """A sink that streams a generation's text as the answer (``prefix`` first), or None
-        when the job does not stream, or asked for logprobs (the stream carries none)."""
+        when the job does not stream, or asked for logprobs: the job's answer events carry
+        text only, so an answer whose logprobs the client asked for goes out as one delta with
+        the result, which carries them."""
         sink = self._answer_sink
         if sink is None or self.shape.logprobs:
             return None
