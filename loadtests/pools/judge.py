@@ -49,7 +49,8 @@ JUDGED_KINDS = ("cot", "program")  # code candidates are scored by their hidden 
 _WRITTEN_BY_WRITER = ("type", "schema", "problems")
 
 # judge name, the problem's messages, candidate texts -> one score per text (None: not judged)
-Scorer = Callable[[str, list[dict[str, str]], list[str]], Awaitable[list[float | None]]]
+# and the tokens the judge's policy calls evaluated
+Scorer = Callable[[str, list[dict[str, str]], list[str]], Awaitable[tuple[list[float | None], int]]]
 
 
 class VerifierStub(Protocol):
@@ -93,30 +94,33 @@ def judged_by(header: dict[str, Any]) -> set[str]:
 
 
 def to_judge(chunks: Sequence[Chunk], judges: Sequence[str]) -> list[tuple[Chunk, list[str]]]:
-    """Each chunk with the judges it still lacks; chunks holding no problem's newest record
-    (every problem re-drawn into a later chunk) and chunks every judge has done are left out."""
+    """Each chunk with the judges it still lacks. Left out: chunks holding no problem's newest
+    record (every problem re-drawn into a later chunk), chunks with nothing a judge scores (code
+    problems only), and chunks every judge has done."""
     latest = latest_pools(chunks)
     out = []
     for chunk in chunks:
         current = any(latest[p.id][1].path == chunk.path for p in chunk.pools)
+        scoreable = any(judgeable(p) for p in chunk.pools)
         missing = [j for j in judges if j not in judged_by(chunk.header)]
-        if current and missing:
+        if current and scoreable and missing:
             out.append((chunk, missing))
     return out
 
 
-async def judge_pool(pool: ProblemPool, judge: str, scorer: Scorer) -> tuple[ProblemPool, int, int]:
+async def judge_pool(pool: ProblemPool, judge: str, scorer: Scorer) -> tuple[ProblemPool, int, int, int]:
     """One problem, one judge: one verifier call for all its candidates. Returns the scored pool,
-    the candidates scored and those the verifier could not judge (left without a score)."""
+    the candidates scored, those the verifier could not judge (left without a score) and the
+    tokens the judge evaluated."""
     items = judgeable(pool)
     if not items:
-        return pool, 0, 0
+        return pool, 0, 0, 0
     messages = Problem.from_dict(pool.problem).messages()
-    found = await scorer(judge, messages, [text for _, _, text in items])
+    found, tokens = await scorer(judge, messages, [text for _, _, text in items])
     if len(found) != len(items):
         raise RuntimeError(f"{pool.id}: {judge} returned {len(found)} scores for {len(items)} candidates")
     scores = {(name, i): s for (name, i, _), s in zip(items, found, strict=True) if s is not None}
-    return with_scores(pool, judge, scores), len(scores), len(items) - len(scores)
+    return with_scores(pool, judge, scores), len(scores), len(items) - len(scores), tokens
 
 
 async def judge_chunk(chunk: Chunk, judges: Sequence[str], scorer: Scorer, note: dict[str, Any]) -> Path:
@@ -125,12 +129,12 @@ async def judge_chunk(chunk: Chunk, judges: Sequence[str], scorer: Scorer, note:
     pools = list(chunk.pools)
     notes = []
     for judge in judges:
-        began, scored, errors = time.monotonic(), 0, 0
+        began, scored, errors, tokens = time.monotonic(), 0, 0, 0
         for i, pool in enumerate(pools):
-            pools[i], ok, failed = await judge_pool(pool, judge, scorer)
-            scored, errors = scored + ok, errors + failed
+            pools[i], ok, failed, used = await judge_pool(pool, judge, scorer)
+            scored, errors, tokens = scored + ok, errors + failed, tokens + used
         wall = round(time.monotonic() - began, 1)
-        notes.append({**note, "judge": judge, "scored": scored, "errors": errors, "wall_s": wall})
+        notes.append({**note, "judge": judge, "scored": scored, "errors": errors, "tokens": tokens, "wall_s": wall})
     header = {k: v for k, v in chunk.header.items() if k not in _WRITTEN_BY_WRITER}
     header["judged"] = [*header.get("judged", []), *notes]
     return write_chunk(chunk.path.parent, chunk.split, chunk.seq, header, pools)
@@ -141,13 +145,14 @@ def stub_scorer(stub: VerifierStub, *, model: str = "", timeout: float = 1800.0)
     """A :data:`Scorer` over the verifier service. A verdict carrying ``error`` was not a verdict
     on the candidate (docs/verifier.md, Errors): that candidate gets no score, not a 0."""
 
-    async def score(judge: str, messages: list[dict[str, str]], texts: list[str]) -> list[float | None]:
+    async def score(judge: str, messages: list[dict[str, str]], texts: list[str]) -> tuple[list[float | None], int]:
         request = verifier_pb2.VerifyRequest(
             verifier=judge, candidates=texts, model=model, request_id=f"pool-judge-{judge}",
             problem=[common_pb2.ChatMessage(role=m["role"], content=m["content"]) for m in messages],
         )  # fmt: skip
         reply = await stub.Verify(request, timeout=timeout)
-        return [None if v.error else min(1.0, max(0.0, v.score)) for v in reply.verdicts]
+        scores = [None if v.error else min(1.0, max(0.0, v.score)) for v in reply.verdicts]
+        return scores, reply.usage.prompt_tokens + reply.usage.completion_tokens
 
     return score
 
@@ -210,7 +215,7 @@ class JudgeRun:
                     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                     path = await judge_chunk(chunk, judges, scorer, {**note, "at": at})
                 self.log(f"{path.name}: {len(chunk.pools)} problem(s) judged by {', '.join(judges)} in "
-                         f"{time.monotonic() - began:.0f}s (waited {waited:.0f}s for the lock)")  # fmt: skip
+                         f"{time.monotonic() - began:.1f}s (waited {waited:.0f}s for the lock)")  # fmt: skip
                 done += 1
         finally:
             for service in reversed(self._services):

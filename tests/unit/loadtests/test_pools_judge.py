@@ -17,7 +17,7 @@ from loadtests.pools import cli
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.judge import JudgeRun, judge_chunk, judged_text, stub_scorer, to_judge
 from loadtests.pools.run import plan
-from services.gen.ttc.v1 import verifier_pb2
+from services.gen.ttc.v1 import common_pb2, verifier_pb2
 from tests.unit.evaluation.pool_fixtures import draw, pool
 from tests.unit.evaluation.test_pools import SHA, header, problems
 
@@ -37,7 +37,8 @@ class FakeVerifier:
             else verifier_pb2.CandidateVerdict(score=min(1.0, len(text) / 100))
             for text in request.candidates
         ]
-        return verifier_pb2.VerifyResponse(verdicts=verdicts)
+        usage = common_pb2.Usage(prompt_tokens=10 * len(verdicts), completion_tokens=len(verdicts))
+        return verifier_pb2.VerifyResponse(verdicts=verdicts, usage=usage)
 
 
 def program_draw() -> Draw:
@@ -82,9 +83,9 @@ def test_every_cot_and_program_candidate_is_scored_and_code_is_left_alone(tmp_pa
     assert "The program printed:\n4" in fake.requests[0].candidates[3]
     assert "printed" not in fake.requests[0].candidates[4]
     notes = chunk.header["judged"]
-    assert [(n["judge"], n["scored"], n["errors"], n["git_describe"]) for n in notes] == [
-        ("orm", 6, 0, "g"),
-        ("prm", 6, 0, "g"),
+    assert [(n["judge"], n["scored"], n["errors"], n["tokens"], n["git_describe"]) for n in notes] == [
+        ("orm", 6, 0, 66, "g"),
+        ("prm", 6, 0, 66, "g"),
     ]
     assert [f.name for f in tmp_path.iterdir()] == ["calibration-00001.jsonl"]  # written whole, no temporary
 
@@ -113,6 +114,9 @@ def test_a_judged_chunk_is_skipped_for_its_judges_and_a_replaced_chunk_for_all(t
     assert [(c.seq, j) for c, j in to_judge(chunks, ["orm", "prm"])] == [(1, ["prm"]), (2, ["orm", "prm"])]
     # once both of chunk 1's problems are re-drawn into chunk 3, chunk 1 is not judged again
     write(tmp_path, 3, math_pool("a"), math_pool("b"))
+    assert [c.seq for c, _ in to_judge(list(iter_chunks(tmp_path)), ["prm"])] == [2, 3]
+    # a chunk of code problems only has nothing to judge, and is not rewritten
+    write(tmp_path, 4, code_pool("d"))
     assert [c.seq for c, _ in to_judge(list(iter_chunks(tmp_path)), ["prm"])] == [2, 3]
 
 
