@@ -1,0 +1,98 @@
+"""``loadtests.pools validate`` without a model: a reply becomes a record checked by the pools'
+checker (infrastructure failures recorded as errors, never as wrong answers), record chunks
+round-trip and refuse torn files, configurations are resolved or refused before anything is
+sent, and only pools every configuration prices are chosen."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.pools import ProblemPool, write_chunk
+from evaluation.pricing import Config
+from evaluation.simulator_check import gateway_pin
+from loadtests.client import Reply
+from loadtests.pools.validate import (
+    ValidationError,
+    chosen_pools,
+    pool_settings,
+    read_records,
+    resolve_configs,
+    to_record,
+    write_records,
+)
+from tests.unit.evaluation.pool_fixtures import draw, pool
+
+SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
+PIN = gateway_pin(Config("pot@1", "pot", 1), SETTINGS)
+
+
+def _pool(pid: str = "p1") -> ProblemPool:
+    return pool(
+        pid, cot=draw("cot", ("1", True), [("1", True)] * 3), program=draw("program", ("1", True), [("1", True)] * 3)
+    )
+
+
+def _reply(text: str = "The answer is 1.", **ext: object) -> Reply:
+    return Reply(text=text, prompt_tokens=30, completion_tokens=12, latency_s=0.5,
+                 ext={"strategy": "program_of_thought", "termination": "completed", **ext})  # fmt: skip
+
+
+def test_a_reply_is_checked_as_the_pools_check_answers() -> None:
+    right = to_record(_pool(), "pot@1", PIN, 7, _reply())
+    assert right["correct"] is True and right["answer"] == "1" and not right["error"]
+    assert (right["completion_tokens"], right["prompt_tokens"], right["seed"]) == (12, 30, 7)
+    assert right["ttc"] == PIN.extension()
+    wrong = to_record(_pool(), "pot@1", PIN, 7, _reply("The answer is 2."))
+    assert wrong["correct"] is False and not wrong["error"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (Reply(error="APITimeoutError: timed out", error_kind="timeout"), "timeout"),
+        (Reply(text="", ext={"strategy": "program_of_thought", "termination": "deadline"}), "termination"),
+        (Reply(text="The answer is 1.", ext={"strategy": "self_consistency"}), "strategy"),
+    ],
+)
+def test_infrastructure_failures_are_errors_not_verdicts(reply: Reply, kind: str) -> None:
+    record = to_record(_pool(), "pot@1", PIN, 0, reply)
+    assert record["correct"] is None and record["error"] and record["error_kind"] == kind
+
+
+def test_record_chunks_round_trip_and_a_torn_chunk_is_refused(tmp_path: Path) -> None:
+    assert read_records(tmp_path / "none") == ([], [], 1)
+    write_records(tmp_path, "calibration", 1, {"model": "m"}, [{"problem_id": "a", "config": "pot@1"}])
+    write_records(tmp_path, "calibration", 2, {"model": "m"}, [{"problem_id": "b", "config": "pot@1"}] * 2)
+    records, headers, seq = read_records(tmp_path)
+    assert [r["problem_id"] for r in records] == ["a", "b", "b"] and seq == 3
+    assert [h["records"] for h in headers] == [1, 2] and headers[0]["model"] == "m"
+    torn = tmp_path / "calibration-00003.jsonl"
+    torn.write_text(json.dumps({"type": "header", "records": 2}) + "\n" + json.dumps({"problem_id": "c"}) + "\n")
+    with pytest.raises(ValidationError, match="not a whole validation chunk"):
+        read_records(tmp_path)
+
+
+def test_configurations_are_resolved_or_refused_before_anything_is_sent() -> None:
+    chosen = resolve_configs(["pot@1", "sc@3"], 3, SETTINGS, 0.9)
+    assert chosen["sc@3"][1].strategy == "self_consistency" and chosen["pot@1"][1] == PIN
+    with pytest.raises(ValidationError, match="not priced from pools of k=3"):
+        resolve_configs(["sc@4"], 3, SETTINGS, 0.9)
+    with pytest.raises(ValidationError, match="no pinned gateway request"):
+        resolve_configs(["code_vote@2"], 3, SETTINGS, 0.9)
+
+
+def test_only_pools_every_configuration_prices_are_chosen(tmp_path: Path) -> None:
+    code = pool("c1", kind="code", code=draw("code", ("x", True), [("x", True)] * 3))
+    pools = [_pool("p1"), code, _pool("p2"), _pool("p3")]
+    configs = [Config("pot@1", "pot", 1), Config("sc@3", "sc", 3)]
+    assert [p.id for p in chosen_pools(pools, configs, 2)] == ["p1", "p2"]
+    assert len(chosen_pools(pools, configs, 0)) == 3
+    header = {"settings": SETTINGS, "model_sha256": "abc"}
+    write_chunk(tmp_path, "calibration", 1, header, pools[:2])
+    assert pool_settings(tmp_path, "calibration") == (SETTINGS, "abc")
+    write_chunk(tmp_path, "calibration", 2, {**header, "settings": {**SETTINGS, "k": 8}}, pools[2:])
+    with pytest.raises(ValidationError, match="differ in draw settings"):
+        pool_settings(tmp_path, "calibration")
