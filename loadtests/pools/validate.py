@@ -13,8 +13,9 @@ error, recorded as such and excluded from the report, never counted wrong.
 
 Records are appended in chunks under ``docs/data/calibration/validation/<model>/``
 (``<split>-NNNNN.jsonl``: a header with ``git describe --dirty``, the model's sha256, the
-pools' draw settings and the request settings, then one line per request), each written whole,
-so a run stopped at any point resumes after its last chunk; ``--hours`` bounds a sitting.
+pools' draw settings and the request settings, then one line per request), each written whole
+(a chunk cut short by a signal or by ``--hours`` is written with the requests it finished), so
+a run stopped at any point resumes with the pairs no record holds.
 Without ``--base-url`` it starts ``ttc stack`` on the pools' model on free ports (the chaos
 suite's :class:`~loadtests.chaos_stack.LocalStack`) and takes the shared model lock
 (``/tmp/ttc-model.lock``) per chunk. The report (printed, and ``report.json`` beside the
@@ -237,22 +238,19 @@ class Validation:
                     self.log("time limit reached")
                     break
                 batch = todo[start : start + per_chunk]
+                done: list[dict[str, Any]] = []
                 with model_lock() if not self.base_url else nullcontext(0.0) as waited:
                     began = time.monotonic()
-                    done = await self._send_batch(batch, configs, deadline)
-                    wall = time.monotonic() - began
-                if done:
-                    header = {
-                        "git_describe": git_describe(), "model": self.model, "model_sha256": sha,
-                        "pools": str(self.pools_dir), "split": self.split, "settings": wanted,
-                        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(wall, 1),
-                        "lock_wait_s": round(waited, 1), "loadavg": load_average(), "base_url": self._url,
-                    }  # fmt: skip
-                    path = write_records(self.out, self.split, seq, header, done)
-                    seq, sent = seq + 1, sent + len(done)
-                    errors = sum(1 for r in done if r["error"])
-                    self.log(f"{path.name}: {len(done)} requests in {wall:.0f}s (waited {waited:.0f}s for the lock), "
-                             f"{errors} infrastructure error(s); {sent}/{len(todo)} this run")  # fmt: skip
+                    try:
+                        await self._send_batch(batch, configs, deadline, done)
+                    finally:  # an interrupted chunk keeps the requests it finished
+                        if done:
+                            path = self._write(seq, sha, wanted, done, time.monotonic() - began, waited)
+                            seq, sent = seq + 1, sent + len(done)
+                            errors = sum(1 for r in done if r["error"])
+                            self.log(f"{path.name}: {len(done)} requests in {time.monotonic() - began:.0f}s (waited "
+                                     f"{waited:.0f}s for the lock), {errors} infrastructure error(s); "
+                                     f"{sent}/{len(todo)} this run")  # fmt: skip
                 if len(done) < len(batch):
                     self.log("time limit reached inside a chunk: the rest is sent on the next run")
                     break
@@ -261,12 +259,21 @@ class Validation:
                 self._stack.stop()
         return sent
 
+    def _write(self, seq: int, sha: str, wanted: dict[str, Any], done: Sequence[dict[str, Any]], wall: float,
+               waited: float) -> Path:  # fmt: skip
+        header = {
+            "git_describe": git_describe(), "model": self.model, "model_sha256": sha, "pools": str(self.pools_dir),
+            "split": self.split, "settings": wanted, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_s": round(wall, 1), "lock_wait_s": round(waited, 1), "loadavg": load_average(), "base_url": self._url,
+        }  # fmt: skip
+        return write_records(self.out, self.split, seq, header, done)
+
     async def _send_batch(self, batch: Sequence[tuple[ProblemPool, str]], configs: dict[str, tuple[Config, GatewayPin]],
-                          deadline: float | None) -> list[dict[str, Any]]:  # fmt: skip
-        """One after another, so each latency is the request's own (as the pools' calls are)."""
+                          deadline: float | None, done: list[dict[str, Any]]) -> None:  # fmt: skip
+        """One after another, so each latency is the request's own (as the pools' calls are);
+        each finished record is appended to ``done`` at once."""
         url = await asyncio.to_thread(self._gateway)
         client = openai.AsyncOpenAI(base_url=url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
-        done = []
         try:
             for pool, name in batch:
                 if deadline is not None and time.monotonic() > deadline:
@@ -284,7 +291,6 @@ class Validation:
                 self.log(f"  {pool.id} {name}: {verdict} ({record['completion_tokens']} tok, {reply.latency_s:.1f}s)")
         finally:
             await client.close()
-        return done
 
     def _gateway(self) -> str:
         """The gateway's OpenAI base URL, starting the local stack on first use (inside the lock:

@@ -5,6 +5,7 @@ sent, and only pools every configuration prices are chosen."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from evaluation.pools import ProblemPool, write_chunk
 from evaluation.pricing import Config
 from evaluation.simulator_check import gateway_pin
 from loadtests.client import Reply
+from loadtests.pools.run import model_sha256
 from loadtests.pools.validate import (
+    Validation,
     ValidationError,
     chosen_pools,
     pool_settings,
@@ -23,6 +26,7 @@ from loadtests.pools.validate import (
     to_record,
     write_records,
 )
+from tests.helpers.processes import free_port
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
@@ -96,3 +100,32 @@ def test_only_pools_every_configuration_prices_are_chosen(tmp_path: Path) -> Non
     write_chunk(tmp_path, "calibration", 2, {**header, "settings": {**SETTINGS, "k": 8}}, pools[2:])
     with pytest.raises(ValidationError, match="differ in draw settings"):
         pool_settings(tmp_path, "calibration")
+
+
+def test_a_gateway_that_is_down_gives_infrastructure_errors_that_resume(tmp_path: Path) -> None:
+    """The run loop against a port nothing listens on: every request is a connection error,
+    recorded as such, excluded from the report (no verdict), not re-sent on resume unless
+    asked."""
+    pools_dir, out = tmp_path / "pools", tmp_path / "validation"
+    header = {"settings": SETTINGS, "model_sha256": model_sha256("smollm2-135m")}
+    write_chunk(pools_dir, "calibration", 1, header, [_pool("p1"), _pool("p2")])
+    run = Validation(model="smollm2-135m", split="calibration", pools_dir=pools_dir, out=out, configs=["pot@1", "sc@3"],
+                     base_url=f"http://127.0.0.1:{free_port()}/v1", chunk_size=1, timeout_s=5.0)  # fmt: skip
+    assert asyncio.run(run.run()) == 4
+    records, headers, _ = read_records(out)
+    assert len(headers) == 2 and {h["model_sha256"] for h in headers} == {header["model_sha256"]}
+    assert [(r["problem_id"], r["config"]) for r in records] == [("p1", "pot@1"), ("p1", "sc@3"), ("p2", "pot@1"),
+                                                                   ("p2", "sc@3")]  # fmt: skip
+    assert all(r["error_kind"] == "connection" and r["correct"] is None for r in records)
+    body = run.write_report()
+    assert [(c["config"], c["problems"], c["errors"], c["verdict"]) for c in body["checks"]] == [
+        ("pot@1", 0, 2, "no data"),
+        ("sc@3", 0, 2, "no data"),
+    ]
+    assert json.loads((out / "report.json").read_text())["provenance"]["records"] == 4
+    assert asyncio.run(run.run()) == 0  # resumed: every pair has a record
+    run.retry_errors = True
+    assert asyncio.run(run.run()) == 4 and len(read_records(out)[0]) == 8
+    run.configs = ["sc@4"]
+    with pytest.raises(ValidationError, match="not priced"):
+        asyncio.run(run.run())
