@@ -129,3 +129,20 @@ def test_a_gateway_that_is_down_gives_infrastructure_errors_that_resume(tmp_path
     run.configs = ["sc@4"]
     with pytest.raises(ValidationError, match="not priced"):
         asyncio.run(run.run())
+
+
+def test_the_cli_reports_from_records_and_refuses_a_config_it_cannot_map(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loadtests.pools.cli import main
+
+    pools_dir, out = tmp_path / "pools", tmp_path / "validation"
+    write_chunk(pools_dir, "calibration", 1, {"settings": SETTINGS, "model_sha256": "x"}, [_pool("p1")])
+    record = to_record(_pool("p1"), "pot@1", PIN, 0, _reply())
+    write_records(out, "calibration", 1, {"model_sha256": "x"}, [record])
+    base = ["validate", "--model", "smollm2-135m", "--pools", str(pools_dir), "--out", str(out), "--report-only"]
+    assert main([*base, "--configs", "pot@1"]) == 0
+    printed = capsys.readouterr().out
+    assert "| `pot@1` | 1 | 0 | 1.000" in printed and "agrees" in printed
+    assert main([*base, "--configs", "code_pass@2"]) == 2
+    assert "no pinned gateway request" in capsys.readouterr().err
