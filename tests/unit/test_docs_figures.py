@@ -72,8 +72,7 @@ class Problem:
 
 
 def docs() -> list[Path]:
-    paths = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return paths
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def sections(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
