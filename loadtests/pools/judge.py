@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import signal
 import sys
 import time
@@ -213,7 +214,8 @@ class JudgeRun:
                     scorer = await self._connect(model)
                     began = time.monotonic()
                     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                    path = await judge_chunk(chunk, judges, scorer, {**note, "at": at})
+                    load = [round(x, 2) for x in os.getloadavg()]
+                    path = await judge_chunk(chunk, judges, scorer, {**note, "at": at, "loadavg": load})
                 self.log(f"{path.name}: {len(chunk.pools)} problem(s) judged by {', '.join(judges)} in "
                          f"{time.monotonic() - began:.1f}s (waited {waited:.0f}s for the lock)")  # fmt: skip
                 done += 1

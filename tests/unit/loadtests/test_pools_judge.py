@@ -130,7 +130,9 @@ def test_a_sitting_judges_what_is_left_and_hours_bound_it(tmp_path: Path) -> Non
     assert asyncio.run(run.run()) == 2 and len(fake.requests) == 2
     assert asyncio.run(JudgeRun(tmp_path, ["orm"], "m", lock=False, _scorer=stub_scorer(fake)).run()) == 0
     assert len(fake.requests) == 2
-    assert all(read_chunk(p).header["judged"][0]["model"] == "m" for p in sorted(tmp_path.iterdir()))
+    for path in sorted(tmp_path.iterdir()):
+        (note,) = read_chunk(path).header["judged"]
+        assert note["model"] == "m" and note["model_sha256"] == "remote:m" and len(note["loadavg"]) == 3
 
 
 def test_the_drawer_status_and_pricer_read_judged_chunks_as_before(
