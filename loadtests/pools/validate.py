@@ -189,6 +189,9 @@ class Validation:
     timeout_s: float = 1800.0
     retry_errors: bool = False
     api_key: str = "none"
+    # Take the shared model lock per chunk; None: only when this run starts its own stack (a
+    # gateway elsewhere is someone else's model), False: the caller holds it (under ``flock``).
+    lock: bool | None = None
     _stack: Any = None
     _url: str = ""
 
@@ -239,7 +242,8 @@ class Validation:
                     break
                 batch = todo[start : start + per_chunk]
                 done: list[dict[str, Any]] = []
-                with model_lock() if not self.base_url else nullcontext(0.0) as waited:
+                locked = self.lock if self.lock is not None else not self.base_url
+                with model_lock() if locked else nullcontext(0.0) as waited:
                     began = time.monotonic()
                     try:
                         await self._send_batch(batch, configs, deadline, done)
@@ -382,6 +386,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-errors", action="store_true", help="re-send requests whose record is an infrastructure error"
     )
+    p.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
+                   help="take the model lock per chunk (default: when it starts its own stack)")  # fmt: skip
     p.add_argument("--report-only", action="store_true", help="send nothing; report from the records so far")
     p.add_argument(
         "--out", type=Path, default=None, help="records folder (default docs/data/calibration/validation/<model>)"
@@ -394,6 +400,7 @@ def run(a: argparse.Namespace) -> int:
         out=a.out or DEFAULT_VALIDATION / a.model, configs=[c for c in a.configs.split(",") if c.strip()],
         limit=a.limit, base_url=a.base_url, hours=a.hours, chunk_size=a.chunk_size, effort=a.effort, seed=a.seed,
         confidence=a.confidence, timeout_s=a.timeout_s, retry_errors=a.retry_errors, api_key=a.api_key,
+        lock=a.lock,
     )  # fmt: skip
     # SIGTERM unwinds through ``finally`` so a stack this command started stops too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
