@@ -187,6 +187,7 @@ class JudgeRun:
     policy_target: str = ""
     verifier_target: str = ""
     lock: bool = True
+    clock: Callable[[], float] = time.monotonic  # what ``hours`` is measured on
     _services: list[Service] = dataclasses.field(default_factory=list)
     _scorer: Scorer | None = None
 
@@ -203,11 +204,11 @@ class JudgeRun:
         todo = to_judge(chunks, self.judges)
         self.log(f"{self.directory}: {len(chunks)} chunks, {len(todo)} to judge with {', '.join(self.judges)}")
         note = {"git_describe": git_describe(), "model": model, "model_sha256": model_sha256(model)}
-        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
+        deadline = self.clock() + self.hours * 3600 if self.hours else None
         done = 0
         try:
             for chunk, judges in todo:
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and self.clock() > deadline:
                     self.log("time limit reached")
                     break
                 with model_lock() if self.lock else nullcontext(0.0) as waited:

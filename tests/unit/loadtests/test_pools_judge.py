@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pytest
@@ -124,10 +125,11 @@ def test_a_sitting_judges_what_is_left_and_hours_bound_it(tmp_path: Path) -> Non
     write(tmp_path, 1, math_pool("a"))
     write(tmp_path, 2, math_pool("b"))
     fake = FakeVerifier()
-    out_of_time = JudgeRun(tmp_path, ["orm"], "m", hours=1e-9, lock=False, _scorer=stub_scorer(fake))
-    assert asyncio.run(out_of_time.run()) == 0 and fake.requests == []
+    hour = itertools.count(0.0, 3600.0).__next__  # a clock that moves an hour per reading
+    short = JudgeRun(tmp_path, ["orm"], "m", hours=1.5, lock=False, clock=hour, _scorer=stub_scorer(fake))
+    assert asyncio.run(short.run()) == 1 and len(fake.requests) == 1  # one chunk before the time is up
     run = JudgeRun(tmp_path, ["orm"], "m", lock=False, _scorer=stub_scorer(fake))
-    assert asyncio.run(run.run()) == 2 and len(fake.requests) == 2
+    assert asyncio.run(run.run()) == 1 and len(fake.requests) == 2  # the next sitting judges the rest
     assert asyncio.run(JudgeRun(tmp_path, ["orm"], "m", lock=False, _scorer=stub_scorer(fake)).run()) == 0
     assert len(fake.requests) == 2
     for path in sorted(tmp_path.iterdir()):
