@@ -118,6 +118,10 @@ class _Streamed:
     logprobs: list[common_pb2.TokenLogprob] = field(default_factory=list)
 
 
+#: The chunk interval of a call streamed only to learn what it cost (``GrpcPolicy``).
+USAGE_CHUNK_INTERVAL_MS = 500
+
+
 class GrpcPolicy:
     """``Policy`` over the policy service. ``timeout`` bounds each call (seconds). Given several
     channels (the job's replica first, services/common/replicas.py), a call that finds one
@@ -131,7 +135,10 @@ class GrpcPolicy:
     not it hands text on: a unary call cut off by a cancel or a deadline returns nothing, so the
     tokens the engine decoded for it would reach the policy's counters but never the job's
     usage, where a stream's chunks say how many it had sent (``on_partial``). Calls that want
-    per-token logprobs stream too: the chunks carry them."""
+    per-token logprobs stream too: the chunks carry them. A call streamed only for that count
+    (no ``on_text``) asks for one chunk per ``USAGE_CHUNK_INTERVAL_MS``
+    (``GenerateRequest.chunk_interval_ms``): per-token chunks cost the engine 10-15% of its
+    decode rate on 2 cores, and a cut-off call's count then lags by at most that interval."""
 
     def __init__(
         self,
@@ -175,6 +182,8 @@ class GrpcPolicy:
         until = min(self._retry_until, time.monotonic() + self._timeout)
         attempts = _ReplicaAttempts(self, until, self._backoff, self._on_retry)
         if on_text is not None or self._stream_always:
+            if on_text is None:
+                request.chunk_interval_ms = USAGE_CHUNK_INTERVAL_MS
             return await self._stream(request, call.seeds, on_text, attempts, on_partial)
         while True:
             try:

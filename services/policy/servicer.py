@@ -26,6 +26,7 @@ import grpc
 from services.common.errors import DeadlineExceeded
 from services.common.logging import request_id_var
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
+from services.policy.chunk_window import ChunkWindow
 from services.policy.engines.base import Engine, EngineStats, Spent, StreamDelta, TokenLogprob
 from services.policy.metrics import PolicyMetrics
 from services.policy.settings import PolicySettings
@@ -189,6 +190,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         # go with the candidate's next chunk that carries text or its finish
         held: dict[int, list[TokenLogprob]] = {}
         spent = Spent()
+        window = ChunkWindow(request.chunk_interval_ms / 1000)  # 0: every chunk as it comes
         stream = cast(
             AsyncGenerator[StreamDelta, None],
             self.engine.generate_stream(prompt, sampling, self._request_id(request.request_id), spent),
@@ -225,10 +227,15 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
                     if not reported:
                         chunk.prompt_tokens, chunk.cached_tokens = _prompt_taken_in(spent, prompt_tokens)
                         reported = True
-                    yield chunk
+                    for ready in window.add(chunk):
+                        yield ready
+                for ready in window.drain():
+                    yield ready
             aborted = None
         except TimeoutError:
             aborted = "deadline"
+            for ready in window.drain():  # the caller is still there: what it was sent is what it spent
+                yield ready
             raise DeadlineExceeded("the deadline passed before the engine finished; the request was aborted") from None
         except asyncio.CancelledError:
             aborted = self._cancel_reason(context)

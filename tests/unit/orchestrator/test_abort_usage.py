@@ -22,7 +22,7 @@ import pytest
 
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
-from services.orchestrator.clients import GrpcPolicy
+from services.orchestrator.clients import USAGE_CHUNK_INTERVAL_MS, GrpcPolicy
 from services.orchestrator.metering import Meter, MeteredExecutor, MeteredPolicy, MeteredVerifier
 from services.search.interfaces import GenerateCall, Generation, Message, ProgramRun
 from services.search.run import run_search
@@ -177,3 +177,21 @@ async def test_a_cancelled_search_still_has_its_spend_in_the_meter(served: tuple
     assert metered.generated_tokens == SENT * len(fake.requests)
     assert metered.policy_calls == len(fake.requests)
     assert isinstance(metered, orchestrator_pb2.BudgetUse)
+
+
+async def test_a_call_streamed_only_for_its_count_asks_for_coarse_chunks(
+    finishing: tuple[FinishingPolicy, str],
+) -> None:
+    """Per-token chunks cost the engine decode time; only a caller that shows the text needs them."""
+    fake, target = finishing
+    shown: list[str] = []
+
+    async def show(index: int, text: str) -> None:
+        shown.append(text)
+
+    async with insecure_channel(target) as channel:
+        policy = GrpcPolicy(channel, stream_always=True)
+        counted_only = await policy.generate(_call())
+        streamed = await policy.generate(_call(), on_text=show)
+    assert [r.chunk_interval_ms for r in fake.requests] == [USAGE_CHUNK_INTERVAL_MS, 0]
+    assert counted_only.candidates[0].text == streamed.candidates[0].text == "".join(shown)

@@ -52,7 +52,8 @@ async def test_a_cancelled_stream_charges_its_prompt_once(target: str) -> None:
     async with insecure_channel(target) as channel:
         policy = MeteredPolicy(GrpcPolicy(channel, stream_always=True), meter)
         call = asyncio.ensure_future(policy.generate(_call(2, 10_000), on_partial=partial.append))
-        await asyncio.sleep(0.3)  # some 60 steps decoded and sent
+        # some 240 steps decoded; sent in chunks of USAGE_CHUNK_INTERVAL_MS (0.5 s), so at least two
+        await asyncio.sleep(1.2)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call

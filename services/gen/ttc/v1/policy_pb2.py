@@ -25,47 +25,47 @@ _sym_db = _symbol_database.Default()
 from services.gen.ttc.v1 import common_pb2 as ttc_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ttc/v1/policy.proto\x12\x06ttc.v1\x1a\x13ttc/v1/common.proto\"\x7f\n\x0bPromptInput\x12%\n\x08messages\x18\x01 \x03(\x0b\x32\x13.ttc.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x18\n\x10\x61ssistant_prefix\x18\x03 \x01(\t\x12\x1f\n\x05tools\x18\x04 \x01(\x0b\x32\x10.ttc.v1.ToolSpec\"\xa1\x02\n\x0eSamplingParams\x12\t\n\x01n\x18\x01 \x01(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12\x16\n\tbase_seed\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x04 \x01(\r\x12\x13\n\x0btemperature\x18\x05 \x01(\x02\x12\r\n\x05top_p\x18\x06 \x01(\x02\x12\x0c\n\x04stop\x18\x07 \x03(\t\x12\x10\n\x08logprobs\x18\x08 \x01(\x08\x12\x14\n\x0ctop_logprobs\x18\t \x01(\r\x12,\n\nconstraint\x18\n \x01(\x0b\x32\x18.ttc.v1.OutputConstraint\x12\x18\n\x10presence_penalty\x18\x0b \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x0c \x01(\x02\x42\x0c\n\n_base_seed\"\x82\x01\n\x0fGenerateRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\x12(\n\x08sampling\x18\x03 \x01(\x0b\x32\x16.ttc.v1.SamplingParams\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"\xcc\x01\n\tCandidate\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\x12+\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x14.ttc.v1.FinishReason\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\r\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12&\n\x08logprobs\x18\x06 \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\x12$\n\ntool_calls\x18\x07 \x03(\x0b\x32\x10.ttc.v1.ToolCall\"f\n\x10GenerateResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12%\n\ncandidates\x18\x02 \x03(\x0b\x32\x11.ttc.v1.Candidate\x12\x1c\n\x05usage\x18\x03 \x01(\x0b\x32\r.ttc.v1.Usage\"\x94\x02\n\rGenerateChunk\x12\r\n\x05index\x18\x01 \x01(\r\x12\x12\n\ntext_delta\x18\x02 \x01(\t\x12+\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x14.ttc.v1.FinishReason\x12\x1c\n\x05usage\x18\x04 \x01(\x0b\x32\r.ttc.v1.Usage\x12$\n\ntool_calls\x18\x05 \x03(\x0b\x32\x10.ttc.v1.ToolCall\x12\x19\n\x11\x63ompletion_tokens\x18\x06 \x01(\r\x12\x15\n\rprompt_tokens\x18\x07 \x01(\r\x12\x15\n\rcached_tokens\x18\x08 \x01(\r\x12&\n\x08logprobs\x18\t \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\"\x82\x01\n\x0cScoreRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\x12\x15\n\rcontinuations\x18\x03 \x03(\t\x12\x14\n\x0ctop_logprobs\x18\x04 \x01(\r\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"P\n\x11\x43ontinuationScore\x12$\n\x06tokens\x18\x01 \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\x12\x15\n\rtotal_logprob\x18\x02 \x01(\x01\"g\n\rScoreResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12)\n\x06scores\x18\x02 \x03(\x0b\x32\x19.ttc.v1.ContinuationScore\x12\x1c\n\x05usage\x18\x03 \x01(\x0b\x32\r.ttc.v1.Usage\"D\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\"I\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0bmax_context\x18\x03 \x01(\r\"\x0e\n\x0cStatsRequest\"\xcc\x01\n\x0b\x45ngineStats\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x1c\n\x14kv_cache_utilization\x18\x03 \x01(\x01\x12\x18\n\x10running_requests\x18\x04 \x01(\r\x12\x18\n\x10waiting_requests\x18\x05 \x01(\r\x12\x1c\n\x14prefix_cache_queries\x18\x06 \x01(\x04\x12\x19\n\x11prefix_cache_hits\x18\x07 \x01(\x04\x12\x13\n\x0bmax_context\x18\x08 \x01(\r\"\x13\n\x11ListModelsRequest\"<\n\tModelInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\x13\n\x0bmax_context\x18\x03 \x01(\r\"7\n\x12ListModelsResponse\x12!\n\x06models\x18\x01 \x03(\x0b\x32\x11.ttc.v1.ModelInfo*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\xfc\x02\n\x06Policy\x12=\n\x08Generate\x12\x17.ttc.v1.GenerateRequest\x1a\x18.ttc.v1.GenerateResponse\x12\x42\n\x0eGenerateStream\x12\x17.ttc.v1.GenerateRequest\x1a\x15.ttc.v1.GenerateChunk0\x01\x12\x34\n\x05Score\x12\x14.ttc.v1.ScoreRequest\x1a\x15.ttc.v1.ScoreResponse\x12=\n\x08Tokenize\x12\x17.ttc.v1.TokenizeRequest\x1a\x18.ttc.v1.TokenizeResponse\x12\x35\n\x08GetStats\x12\x14.ttc.v1.StatsRequest\x1a\x13.ttc.v1.EngineStats\x12\x43\n\nListModels\x12\x19.ttc.v1.ListModelsRequest\x1a\x1a.ttc.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ttc/v1/policy.proto\x12\x06ttc.v1\x1a\x13ttc/v1/common.proto\"\x7f\n\x0bPromptInput\x12%\n\x08messages\x18\x01 \x03(\x0b\x32\x13.ttc.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x18\n\x10\x61ssistant_prefix\x18\x03 \x01(\t\x12\x1f\n\x05tools\x18\x04 \x01(\x0b\x32\x10.ttc.v1.ToolSpec\"\xa1\x02\n\x0eSamplingParams\x12\t\n\x01n\x18\x01 \x01(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12\x16\n\tbase_seed\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x04 \x01(\r\x12\x13\n\x0btemperature\x18\x05 \x01(\x02\x12\r\n\x05top_p\x18\x06 \x01(\x02\x12\x0c\n\x04stop\x18\x07 \x03(\t\x12\x10\n\x08logprobs\x18\x08 \x01(\x08\x12\x14\n\x0ctop_logprobs\x18\t \x01(\r\x12,\n\nconstraint\x18\n \x01(\x0b\x32\x18.ttc.v1.OutputConstraint\x12\x18\n\x10presence_penalty\x18\x0b \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x0c \x01(\x02\x42\x0c\n\n_base_seed\"\x9d\x01\n\x0fGenerateRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\x12(\n\x08sampling\x18\x03 \x01(\x0b\x32\x16.ttc.v1.SamplingParams\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x19\n\x11\x63hunk_interval_ms\x18\x05 \x01(\r\"\xcc\x01\n\tCandidate\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\x12+\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x14.ttc.v1.FinishReason\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\r\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12&\n\x08logprobs\x18\x06 \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\x12$\n\ntool_calls\x18\x07 \x03(\x0b\x32\x10.ttc.v1.ToolCall\"f\n\x10GenerateResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12%\n\ncandidates\x18\x02 \x03(\x0b\x32\x11.ttc.v1.Candidate\x12\x1c\n\x05usage\x18\x03 \x01(\x0b\x32\r.ttc.v1.Usage\"\x94\x02\n\rGenerateChunk\x12\r\n\x05index\x18\x01 \x01(\r\x12\x12\n\ntext_delta\x18\x02 \x01(\t\x12+\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x14.ttc.v1.FinishReason\x12\x1c\n\x05usage\x18\x04 \x01(\x0b\x32\r.ttc.v1.Usage\x12$\n\ntool_calls\x18\x05 \x03(\x0b\x32\x10.ttc.v1.ToolCall\x12\x19\n\x11\x63ompletion_tokens\x18\x06 \x01(\r\x12\x15\n\rprompt_tokens\x18\x07 \x01(\r\x12\x15\n\rcached_tokens\x18\x08 \x01(\r\x12&\n\x08logprobs\x18\t \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\"\x82\x01\n\x0cScoreRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\x12\x15\n\rcontinuations\x18\x03 \x03(\t\x12\x14\n\x0ctop_logprobs\x18\x04 \x01(\r\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"P\n\x11\x43ontinuationScore\x12$\n\x06tokens\x18\x01 \x03(\x0b\x32\x14.ttc.v1.TokenLogprob\x12\x15\n\rtotal_logprob\x18\x02 \x01(\x01\"g\n\rScoreResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12)\n\x06scores\x18\x02 \x03(\x0b\x32\x19.ttc.v1.ContinuationScore\x12\x1c\n\x05usage\x18\x03 \x01(\x0b\x32\r.ttc.v1.Usage\"D\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x05input\x18\x02 \x01(\x0b\x32\x13.ttc.v1.PromptInput\"I\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0bmax_context\x18\x03 \x01(\r\"\x0e\n\x0cStatsRequest\"\xcc\x01\n\x0b\x45ngineStats\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x1c\n\x14kv_cache_utilization\x18\x03 \x01(\x01\x12\x18\n\x10running_requests\x18\x04 \x01(\r\x12\x18\n\x10waiting_requests\x18\x05 \x01(\r\x12\x1c\n\x14prefix_cache_queries\x18\x06 \x01(\x04\x12\x19\n\x11prefix_cache_hits\x18\x07 \x01(\x04\x12\x13\n\x0bmax_context\x18\x08 \x01(\r\"\x13\n\x11ListModelsRequest\"<\n\tModelInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\x13\n\x0bmax_context\x18\x03 \x01(\r\"7\n\x12ListModelsResponse\x12!\n\x06models\x18\x01 \x03(\x0b\x32\x11.ttc.v1.ModelInfo*x\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x32\xfc\x02\n\x06Policy\x12=\n\x08Generate\x12\x17.ttc.v1.GenerateRequest\x1a\x18.ttc.v1.GenerateResponse\x12\x42\n\x0eGenerateStream\x12\x17.ttc.v1.GenerateRequest\x1a\x15.ttc.v1.GenerateChunk0\x01\x12\x34\n\x05Score\x12\x14.ttc.v1.ScoreRequest\x1a\x15.ttc.v1.ScoreResponse\x12=\n\x08Tokenize\x12\x17.ttc.v1.TokenizeRequest\x1a\x18.ttc.v1.TokenizeResponse\x12\x35\n\x08GetStats\x12\x14.ttc.v1.StatsRequest\x1a\x13.ttc.v1.EngineStats\x12\x43\n\nListModels\x12\x19.ttc.v1.ListModelsRequest\x1a\x1a.ttc.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ttc.v1.policy_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FINISHREASON']._serialized_start=2024
-  _globals['_FINISHREASON']._serialized_end=2144
+  _globals['_FINISHREASON']._serialized_start=2051
+  _globals['_FINISHREASON']._serialized_end=2171
   _globals['_PROMPTINPUT']._serialized_start=52
   _globals['_PROMPTINPUT']._serialized_end=179
   _globals['_SAMPLINGPARAMS']._serialized_start=182
   _globals['_SAMPLINGPARAMS']._serialized_end=471
   _globals['_GENERATEREQUEST']._serialized_start=474
-  _globals['_GENERATEREQUEST']._serialized_end=604
-  _globals['_CANDIDATE']._serialized_start=607
-  _globals['_CANDIDATE']._serialized_end=811
-  _globals['_GENERATERESPONSE']._serialized_start=813
-  _globals['_GENERATERESPONSE']._serialized_end=915
-  _globals['_GENERATECHUNK']._serialized_start=918
-  _globals['_GENERATECHUNK']._serialized_end=1194
-  _globals['_SCOREREQUEST']._serialized_start=1197
-  _globals['_SCOREREQUEST']._serialized_end=1327
-  _globals['_CONTINUATIONSCORE']._serialized_start=1329
-  _globals['_CONTINUATIONSCORE']._serialized_end=1409
-  _globals['_SCORERESPONSE']._serialized_start=1411
-  _globals['_SCORERESPONSE']._serialized_end=1514
-  _globals['_TOKENIZEREQUEST']._serialized_start=1516
-  _globals['_TOKENIZEREQUEST']._serialized_end=1584
-  _globals['_TOKENIZERESPONSE']._serialized_start=1586
-  _globals['_TOKENIZERESPONSE']._serialized_end=1659
-  _globals['_STATSREQUEST']._serialized_start=1661
-  _globals['_STATSREQUEST']._serialized_end=1675
-  _globals['_ENGINESTATS']._serialized_start=1678
-  _globals['_ENGINESTATS']._serialized_end=1882
-  _globals['_LISTMODELSREQUEST']._serialized_start=1884
-  _globals['_LISTMODELSREQUEST']._serialized_end=1903
-  _globals['_MODELINFO']._serialized_start=1905
-  _globals['_MODELINFO']._serialized_end=1965
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1967
-  _globals['_LISTMODELSRESPONSE']._serialized_end=2022
-  _globals['_POLICY']._serialized_start=2147
-  _globals['_POLICY']._serialized_end=2527
+  _globals['_GENERATEREQUEST']._serialized_end=631
+  _globals['_CANDIDATE']._serialized_start=634
+  _globals['_CANDIDATE']._serialized_end=838
+  _globals['_GENERATERESPONSE']._serialized_start=840
+  _globals['_GENERATERESPONSE']._serialized_end=942
+  _globals['_GENERATECHUNK']._serialized_start=945
+  _globals['_GENERATECHUNK']._serialized_end=1221
+  _globals['_SCOREREQUEST']._serialized_start=1224
+  _globals['_SCOREREQUEST']._serialized_end=1354
+  _globals['_CONTINUATIONSCORE']._serialized_start=1356
+  _globals['_CONTINUATIONSCORE']._serialized_end=1436
+  _globals['_SCORERESPONSE']._serialized_start=1438
+  _globals['_SCORERESPONSE']._serialized_end=1541
+  _globals['_TOKENIZEREQUEST']._serialized_start=1543
+  _globals['_TOKENIZEREQUEST']._serialized_end=1611
+  _globals['_TOKENIZERESPONSE']._serialized_start=1613
+  _globals['_TOKENIZERESPONSE']._serialized_end=1686
+  _globals['_STATSREQUEST']._serialized_start=1688
+  _globals['_STATSREQUEST']._serialized_end=1702
+  _globals['_ENGINESTATS']._serialized_start=1705
+  _globals['_ENGINESTATS']._serialized_end=1909
+  _globals['_LISTMODELSREQUEST']._serialized_start=1911
+  _globals['_LISTMODELSREQUEST']._serialized_end=1930
+  _globals['_MODELINFO']._serialized_start=1932
+  _globals['_MODELINFO']._serialized_end=1992
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1994
+  _globals['_LISTMODELSRESPONSE']._serialized_end=2049
+  _globals['_POLICY']._serialized_start=2174
+  _globals['_POLICY']._serialized_end=2554
 # @@protoc_insertion_point(module_scope)

@@ -60,16 +60,18 @@ class SamplingParams(_message.Message):
     def __init__(self, n: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., base_seed: _Optional[int] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., constraint: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("model", "input", "sampling", "request_id")
+    __slots__ = ("model", "input", "sampling", "request_id", "chunk_interval_ms")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: PromptInput
     sampling: SamplingParams
     request_id: str
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[PromptInput, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    chunk_interval_ms: int
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[PromptInput, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., chunk_interval_ms: _Optional[int] = ...) -> None: ...
 
 class Candidate(_message.Message):
     __slots__ = ("index", "text", "finish_reason", "completion_tokens", "seed", "logprobs", "tool_calls")
