@@ -7,10 +7,9 @@ The rule, enforced without reading prose:
   Spearman coefficient;
 - its *section* (from its heading to the next heading of any level) must cite a raw data file:
   a path ``docs/data/...`` or ``docs/ladder/...`` (or a relative Markdown link ``](data/...)``,
-  ``](ladder/...)`` from docs/), or carry the marker
-  ``not yet re-measured with raw data: `<script>` writes `docs/data/<name>/` `` for a figure
-  whose raw data is not in the repository yet;
-- every cited path exists, and every marker's script exists and writes to the directory it names.
+  ``](ladder/...)`` from docs/): a figure whose raw data is not in the repository is
+  re-measured or withdrawn, never marked as pending;
+- every cited path exists.
 
 Sections whose numbers are settings or alert thresholds rather than measurements are listed in
 ``NOT_MEASURED`` with the reason. Every doc is checked.
@@ -30,9 +29,6 @@ FIGURE = re.compile(
 )
 CITATION = re.compile(r"(?:^|[\s(`\[])(?:\.\./)?(docs/(?:data|ladder)/[A-Za-z0-9_.+\-/]+)")
 LINK = re.compile(r"\]\(((?:data|ladder)/[A-Za-z0-9_.+\-/]+)\)")
-MARKER = re.compile(
-    r"not yet re-measured with raw data: `([^`]+)` writes `(docs/data/[A-Za-z0-9_\-]+)/?`", re.IGNORECASE
-)
 HEADING = re.compile(r"^#{1,6} ")
 # "a 95% interval" names a kind of interval, not a measured value
 INTERVAL_NAME = re.compile(r"95\s?%\s(?:CI|interval|Wilson|bootstrap|confidence)", re.IGNORECASE)
@@ -100,13 +96,6 @@ def citations(line: str, doc: Path, root: Path) -> list[Path]:
     return found
 
 
-def writes(source: str, target: str) -> bool:
-    """Whether a script's source names ``target`` as where it writes: the path itself, or
-    ``write_raw("<name>"`` (``evaluation/provenance.py`` puts that under docs/data/<name>/)."""
-    name = target.removeprefix("docs/data/")
-    return target in source or f'write_raw("{name}"' in source
-
-
 def check(doc: Path, root: Path = ROOT) -> list[Problem]:
     """The figure lines of ``doc`` without a citation in their section, and broken citations."""
     name = doc.relative_to(root).as_posix()
@@ -114,22 +103,12 @@ def check(doc: Path, root: Path = ROOT) -> list[Problem]:
     for heading, lines in sections(doc.read_text()):
         cited = False
         for number, line in lines:
-            markers = list(MARKER.finditer(line))
-            unmarked = MARKER.sub("", line)
-            for path in citations(unmarked, doc, root):
+            for path in citations(line, doc, root):
                 cited = True
                 if not path.exists():
                     problems.append(
                         Problem(name, number, line, f"cites {path.relative_to(root)}, which does not exist")
                     )
-            for m in markers:
-                cited = True
-                command, target = m.group(1), m.group(2)
-                script = root / command.split()[0]
-                if not script.is_file():
-                    problems.append(Problem(name, number, line, f"marker names {script.name}, which does not exist"))
-                elif target not in command and not writes(script.read_text(), target):
-                    problems.append(Problem(name, number, line, f"{command} does not write {target}"))
         if cited or (name, heading) in NOT_MEASURED:
             continue
         for number, line in lines:
@@ -182,17 +161,7 @@ def test_a_cited_figure_passes_a_missing_file_fails_and_a_placeholder_is_no_cita
     assert [p.why for p in check(doc, tmp_path)] == ["figure without raw data in '## Results'"]
 
 
-def test_a_marker_must_name_a_script_that_writes_there(tmp_path: Path) -> None:
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "b.py").write_text('write_raw("b", results)\n')
-    (tmp_path / "benchmarks" / "c.py").write_text('print("c")\n')
+def test_a_pending_note_is_no_citation(tmp_path: Path) -> None:
     doc = tmp_path / "README.md"
-    ok = "12 ms (not yet re-measured with raw data: `benchmarks/b.py` writes `docs/data/b/`)\n"
-    doc.write_text(ok)
-    assert check(doc, tmp_path) == []
-    doc.write_text(ok.replace("data/b/", "data/c/"))
-    assert [p.why for p in check(doc, tmp_path)] == ["benchmarks/b.py does not write docs/data/c"]
-    doc.write_text(
-        "12 ms (not yet re-measured with raw data: `benchmarks/c.py --json docs/data/c/r.json` writes `docs/data/c/`)\n"
-    )
-    assert check(doc, tmp_path) == []
+    doc.write_text("12 ms (not yet re-measured with raw data: `benchmarks/b.py` writes `docs/data/b/`)\n")
+    assert [p.why for p in check(doc, tmp_path)] == ["figure without raw data in ''"]
