@@ -105,7 +105,7 @@ def check(doc: Path, root: Path = ROOT) -> list[Problem]:
         for number, line in lines:
             for path in citations(line, doc, root):
                 cited = True
-                if not path.exists():
+                if not (path.is_file() or (path.is_dir() and any(path.iterdir()))):
                     problems.append(
                         Problem(name, number, line, f"cites {path.relative_to(root)}, which does not exist")
                     )
@@ -161,7 +161,12 @@ def test_a_cited_figure_passes_a_missing_file_fails_and_a_placeholder_is_no_cita
     assert [p.why for p in check(doc, tmp_path)] == ["figure without raw data in '## Results'"]
 
 
-def test_a_pending_note_is_no_citation(tmp_path: Path) -> None:
+def test_a_folder_is_a_citation_only_when_it_holds_raw_data(tmp_path: Path) -> None:
+    """A note that a script will write there later cites nothing yet."""
     doc = tmp_path / "README.md"
     doc.write_text("12 ms (not yet re-measured with raw data: `benchmarks/b.py` writes `docs/data/b/`)\n")
-    assert [p.why for p in check(doc, tmp_path)] == ["figure without raw data in ''"]
+    assert [p.why for p in check(doc, tmp_path)] == ["cites docs/data/b, which does not exist"]
+    (tmp_path / "docs" / "data" / "b").mkdir(parents=True)
+    assert [p.why for p in check(doc, tmp_path)] == ["cites docs/data/b, which does not exist"]
+    (tmp_path / "docs" / "data" / "b" / "run.json").write_text("{}")
+    assert check(doc, tmp_path) == []
