@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 from services.common.grpc_client import insecure_channel
-from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc
+from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2
 from services.orchestrator.clients import USAGE_CHUNK_INTERVAL_MS, GrpcPolicy
 from services.orchestrator.metering import Meter, MeteredExecutor, MeteredPolicy, MeteredVerifier
 from services.search.interfaces import GenerateCall, Generation, Message, ProgramRun
@@ -29,6 +28,7 @@ from services.search.run import run_search
 from tests.helpers.processes import free_port
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.unit.orchestrator.policy_server import serving
 from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, _chunks_sent, served
 
 __all__ = ["served"]  # the in-process policy fixture
@@ -45,22 +45,11 @@ class FinishingPolicy(StallingPolicy):
         yield policy_pb2.GenerateChunk(usage=common_pb2.Usage(prompt_tokens=5, completion_tokens=SENT))
 
 
-async def _serve(fake: policy_pb2_grpc.PolicyServicer) -> tuple[grpc.aio.Server, str]:
-    server = grpc.aio.server()
-    policy_pb2_grpc.add_PolicyServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    return server, f"127.0.0.1:{port}"
-
-
 @pytest.fixture
 async def finishing() -> AsyncIterator[tuple[FinishingPolicy, str]]:
     fake = FinishingPolicy()
-    server, target = await _serve(fake)
-    try:
+    async with serving(fake) as target:
         yield fake, target
-    finally:
-        await server.stop(None)
 
 
 def _call(**kw: object) -> GenerateCall:

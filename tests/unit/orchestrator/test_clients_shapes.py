@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 from services.common.grpc_client import insecure_channel
@@ -19,6 +18,7 @@ from services.search.interfaces import Constraint, GenerateCall, Message, Shape,
 from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedVerifier, contains
+from tests.unit.orchestrator.policy_server import serving
 
 CALL = common_pb2.ToolCall(id="call_1", name="get_time", arguments="{}")
 
@@ -64,15 +64,9 @@ class ToolPolicy(policy_pb2_grpc.PolicyServicer):
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[ToolPolicy, str]]:
-    server = grpc.aio.server()
     fake = ToolPolicy()
-    policy_pb2_grpc.add_PolicyServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield fake, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
+    async with serving(fake) as target:
+        yield fake, target
 
 
 async def test_shape_and_history_go_out_and_calls_come_back(served: tuple[ToolPolicy, str]) -> None:

@@ -23,6 +23,7 @@ from services.search.interfaces import Candidate, ComponentError, GenerateCall, 
 from services.search.run import run_search
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.unit.orchestrator.policy_server import serving
 
 SENT = 7  # chunks the fake stream sends before it stalls or fails
 PROMPT, CACHED = 6, 2  # the prompt side its first chunk reports, as the policy's does
@@ -59,15 +60,9 @@ class StallingPolicy(policy_pb2_grpc.PolicyServicer):
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[StallingPolicy, str]]:
-    server = grpc.aio.server()
     fake = StallingPolicy()
-    policy_pb2_grpc.add_PolicyServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield fake, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
+    async with serving(fake) as target:
+        yield fake, target
 
 
 async def _streamed(policy: GrpcPolicy, on_partial: PartialSink, **kw: Any) -> Generation:

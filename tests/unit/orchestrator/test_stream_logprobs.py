@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
 from services.search.interfaces import GenerateCall, Generation, Message
+from tests.unit.orchestrator.policy_server import serving
 
 #: per candidate: (text, tokens) per chunk
 CHUNKS = {
@@ -90,15 +90,9 @@ class TwinPolicy(policy_pb2_grpc.PolicyServicer):
 
 @pytest.fixture
 async def twin() -> AsyncIterator[tuple[TwinPolicy, str]]:
-    server = grpc.aio.server()
     fake = TwinPolicy()
-    policy_pb2_grpc.add_PolicyServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield fake, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
+    async with serving(fake) as target:
+        yield fake, target
 
 
 def _call() -> GenerateCall:
