@@ -41,7 +41,7 @@ import grpc
 from evaluation.datasets import Problem
 from evaluation.pools import Chunk, Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools, write_chunk
 from loadtests.pools.run import DEFAULT_POOLS, git_describe, model_sha256
-from loadtests.pools.services import Service, free_port, model_lock, policy_service
+from loadtests.pools.services import Service, model_lock, policy_service, verifier_service
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import common_pb2, verifier_pb2, verifier_pb2_grpc
 
@@ -162,17 +162,6 @@ async def generative_judges(stub: verifier_pb2_grpc.VerifierStub) -> set[str]:
     """The verifier service's own list of generative verifiers (the judges that can score)."""
     reply = await stub.ListVerifiers(verifier_pb2.ListVerifiersRequest(), timeout=30.0)
     return {v.name for v in reply.verifiers if v.generative}
-
-
-def verifier_service(policy_target: str) -> Service:
-    port = free_port()
-    env = {
-        "TTC_VERIFIER_HOST": "127.0.0.1",
-        "TTC_VERIFIER_PORT": str(port),
-        "TTC_VERIFIER_METRICS_PORT": str(free_port()),
-        "TTC_VERIFIER_POLICY_TARGET": policy_target,
-    }
-    return Service("verifier", env, port)
 
 
 # ------------------------------------------------------------------------------ a sitting

@@ -103,6 +103,17 @@ def policy_service(model: str) -> Service:
     return Service("policy", env, port)
 
 
+def verifier_service(policy_target: str) -> Service:
+    port = free_port()
+    env = {
+        "TTC_VERIFIER_HOST": "127.0.0.1",
+        "TTC_VERIFIER_PORT": str(port),
+        "TTC_VERIFIER_METRICS_PORT": str(free_port()),
+        "TTC_VERIFIER_POLICY_TARGET": policy_target,
+    }
+    return Service("verifier", env, port)
+
+
 def sandbox_service(slots: int = 4) -> Service:
     port = free_port()
     env = {
