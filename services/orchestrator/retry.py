@@ -16,7 +16,12 @@ What is retried, and why it is safe:
   ``broken`` (``refused`` when the connection was never made) so it shows in the metric;
 * a ``GenerateStream`` that failed before its first chunk (:func:`stream`). A stream that has
   delivered a chunk is never retried: its text has reached the client and its tokens are
-  accounted where the stream ended (``clients.py``), so a retry would duplicate both.
+  accounted where the stream ended (``clients.py``), so a retry would duplicate both;
+* a call answered CANCELLED, under the same two rules. A cancel of the worker's own surfaces
+  as ``asyncio.CancelledError``, never as an answer, so a CANCELLED answer is the policy's: a
+  server that begins its graceful stop cancels the calls it had accepted but not started
+  (the short chaos run met it: a request sent as the policy was stopped failed "policy:
+  CANCELLED" in 0.1 s).
 
 Every retry calls ``on_retry(reason)``; the worker counts it in
 ``ttc_orchestrator_policy_retries_total``.
@@ -38,6 +43,8 @@ T = TypeVar("T")
 
 #: what a retry is counted as: the connection was refused, or it broke during the call
 REFUSED, BROKEN = "refused", "broken"
+#: the answers of a policy that is going away or not there yet (see the module docstring)
+RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 
 def reason_of(err: grpc.aio.AioRpcError) -> str:
@@ -80,7 +87,7 @@ class Attempts:
 
     async def again(self, err: grpc.aio.AioRpcError) -> bool:
         """Wait and return True when ``err`` is worth another attempt; False to give up."""
-        if err.code() != grpc.StatusCode.UNAVAILABLE:
+        if err.code() not in RETRIED:
             return False
         delay = self._backoff.delay(self.count)
         if self._clock() + delay >= self._until:
@@ -96,7 +103,7 @@ class Attempts:
 
 
 async def stream(open_call: Callable[[], AsyncIterator[T]], attempts: Attempts) -> AsyncIterator[T]:
-    """The chunks of a streaming call, reopened on UNAVAILABLE only until its first chunk
+    """The chunks of a streaming call, reopened on UNAVAILABLE or CANCELLED only until its first chunk
     arrives; after that an error propagates (see the module docstring)."""
     while True:
         chunks = aiter(open_call())

@@ -30,7 +30,7 @@ class _Err(grpc.aio.AioRpcError):  # type: ignore[misc]
         super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-async def test_attempts_retry_only_unavailable_and_stop_before_the_horizon() -> None:
+async def test_attempts_retry_only_a_policy_going_away_and_stop_before_the_horizon() -> None:
     now = [0.0]
     slept: list[float] = []
     reasons: list[str] = []
@@ -42,6 +42,7 @@ async def test_attempts_retry_only_unavailable_and_stop_before_the_horizon() -> 
     attempts = Attempts(1.0, Backoff(), reasons.append, clock=lambda: now[0], sleep=sleep)
     refused = _Err(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; Connection refused")
     assert not await attempts.again(_Err(grpc.StatusCode.INVALID_ARGUMENT, "bad"))
+    assert not await attempts.again(_Err(grpc.StatusCode.DEADLINE_EXCEEDED, "late"))
     while await attempts.again(refused):
         pass
     # 0.1 + 0.2 + 0.4 = 0.7 s; a 0.8 s wait would end past the 1.0 s horizon.
@@ -96,8 +97,9 @@ async def test_without_retry_for_or_past_it_the_call_fails_unavailable() -> None
 
 
 class FlakyStream(FakePolicy):
-    """GenerateStream refuses ``refuse`` times before its first chunk, then, with ``cut``,
-    breaks UNAVAILABLE after one chunk."""
+    """GenerateStream refuses ``refuse`` times before its first chunk (UNAVAILABLE, then
+    CANCELLED: a server beginning its graceful stop), then, with ``cut``, breaks UNAVAILABLE
+    after one chunk."""
 
     def __init__(self, refuse: int, cut: bool) -> None:
         super().__init__()
@@ -106,7 +108,8 @@ class FlakyStream(FakePolicy):
     async def GenerateStream(self, request, context) -> AsyncIterator[policy_pb2.GenerateChunk]:  # type: ignore[no-untyped-def]
         self.opened += 1
         if self.opened <= self.refuse:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "engine restarting")
+            code = grpc.StatusCode.UNAVAILABLE if self.opened % 2 else grpc.StatusCode.CANCELLED
+            await context.abort(code, "engine restarting")
         yield policy_pb2.GenerateChunk(index=0, text_delta="Forty")
         if self.cut:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "Socket closed")
@@ -136,7 +139,7 @@ async def test_a_stream_is_retried_before_its_first_chunk_and_never_after(cut: b
                 assert generation.candidates[0].text == "Forty-two"
     finally:
         await server.stop(None)
-    # Two refusals before any chunk were retried; the cut after "Forty" was not (its text had
-    # reached the client: a retry would send it twice).
+    # Two refusals before any chunk (UNAVAILABLE, CANCELLED) were retried; the cut after "Forty"
+    # was not (its text had reached the client: a retry would send it twice).
     assert fake.opened == 3 and len(reasons) == 2
     assert texts == (["Forty"] if cut else ["Forty", "-two"])
