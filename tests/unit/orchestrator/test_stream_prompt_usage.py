@@ -13,33 +13,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 from services.common.grpc_client import insecure_channel
 from services.common.metrics import ServiceMetrics
-from services.gen.ttc.v1 import policy_pb2_grpc
 from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.metering import Meter, MeteredPolicy
 from services.policy.metrics import PolicyMetrics
 from services.policy.servicer import PolicyServicer
 from services.policy.settings import PolicySettings
 from services.search.interfaces import GenerateCall, Generation, Message
+from tests.unit.orchestrator.policy_server import serving
 from tests.unit.policy.test_stream_prompt_tokens import CACHED, PROMPT_TOKENS, Behaviour, StepEngine
 
 
 @pytest.fixture
 async def target() -> AsyncIterator[str]:
     metrics = PolicyMetrics(ServiceMetrics("policy", tokens_family=True, kv_cache_family=True), "fake", "step")
-    server = grpc.aio.server()
-    servicer = PolicyServicer(StepEngine(Behaviour()), PolicySettings(), metrics)
-    policy_pb2_grpc.add_PolicyServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
+    async with serving(PolicyServicer(StepEngine(Behaviour()), PolicySettings(), metrics)) as address:
+        yield address
 
 
 def _call(n: int, max_tokens: int) -> GenerateCall:
