@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,24 +46,33 @@ def route_label(route: Route, labels: Sequence[str]) -> str:
     return f"{route.strategy}:n={route.n}:" + ":".join(f"{k}={v}" for k, v in sorted(route.params.items()))
 
 
-def route_problems(
-    table: RoutingTable, problems: Sequence[Problem], labels: Sequence[str], efforts: Sequence[str]
-) -> dict[str, dict[str, str]]:
-    """``effort → problem id → configuration label``, as the gateway would route."""
+def route_questions(
+    table: RoutingTable, questions: Mapping[str, str], efforts: Sequence[str]
+) -> dict[str, dict[str, Route]]:
+    """``effort → problem id → route`` for each question, as the gateway routes its prompt: the
+    gateway's task-type classifier and the table's zero-token estimator and bins. Shared by this
+    ladder (live records) and ``evaluation.heldout_ladder`` (held-out pools)."""
     estimator = make_estimator(table.estimator, policy=None, timeout_s=0.0, encoder=load_encoder(table.estimator))  # type: ignore[arg-type]
     if estimator is not None and table.estimator.kind != "embedding":
         raise ValueError("ladder needs a zero-token estimator (kind 'embedding' or 'none'): a probe must run live")
-    chosen: dict[str, dict[str, str]] = {e: {} for e in efforts}
-    for problem in problems:
-        text = estimation_text([("user", problem.question)], "")
+    chosen: dict[str, dict[str, Route]] = {e: {} for e in efforts}
+    for pid, question in questions.items():
+        text = estimation_text([("user", question)], "")
         task = classify_task(text)
         bin_name = None
         if estimator is not None:
             bin_name = table.bin_of(estimator.difficulty(text))  # type: ignore[attr-defined]
         for effort in efforts:
-            route = table.route(cast(Effort, effort), bin_name, task)
-            chosen[effort][problem.id] = route_label(route, labels)
+            chosen[effort][pid] = table.route(cast(Effort, effort), bin_name, task)
     return chosen
+
+
+def route_problems(
+    table: RoutingTable, problems: Sequence[Problem], labels: Sequence[str], efforts: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """``effort → problem id → configuration label``, as the gateway would route."""
+    routes = route_questions(table, {p.id: p.question for p in problems}, efforts)
+    return {effort: {pid: route_label(r, labels) for pid, r in per.items()} for effort, per in routes.items()}
 
 
 def _fmt(row: LadderRow) -> str:

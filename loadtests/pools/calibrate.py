@@ -22,13 +22,14 @@ import json
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import Problem
 from evaluation.embeddings import feature_rows
-from evaluation.pools import iter_chunks, read_pools
-from evaluation.pricing import Pricer
+from evaluation.pools import ProblemPool, iter_chunks, read_pools
+from evaluation.pricing import Config, Pricer, StopRule
 from evaluation.pricing_table import default_configs, fit_latency, judges_in
 from evaluation.problemset import FAMILIES, TASK_KINDS, build_problem_set, check_disjoint
 from evaluation.provenance import git_describe
@@ -110,26 +111,53 @@ def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
     return asyncio.run(run.run())
 
 
-def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
-    """Price and fit on every calibration pool in ``pools_dir``."""
+def stop_rule(confidence: float) -> StopRule:
+    """The orchestrator's early-stopping rule at ``confidence``, as the pricer replays it."""
+
+    def stop(votes: Any, remaining: float) -> bool:
+        return should_stop(votes, remaining, confidence).stop
+
+    return stop
+
+
+@dataclass(frozen=True)
+class FittedPools:
+    """A fit and what it was made from: the calibration pools, their pricer and configurations."""
+
+    fit: Fit
+    pools: list[ProblemPool]
+    pricer: Pricer
+    configs: list[Config]
+
+
+def fit_pools(
+    pools_dir: Path, model: str, *, estimator: str = "embedding", confidence: float = 0.9, limit: int = 64,
+    seed: int = 0,
+) -> FittedPools:  # fmt: skip
+    """Price and fit on every calibration pool in ``pools_dir``: the one fit ``calibrate`` writes
+    and ``heldout`` scores (so the two can never disagree on what was fitted)."""
     pools = read_pools(pools_dir, "calibration")
     if not pools:
         raise SystemExit(f"error: no calibration pools in {pools_dir}: draw some first (a longer --hours?)")
     chunks = list(iter_chunks(pools_dir, "calibration"))
     k = min(len(d.sampled) for p in pools for d in p.draws.values())
-
-    def stop(votes: Any, remaining: float) -> bool:
-        return should_stop(votes, remaining, a.confidence).stop
-
-    pricer = Pricer(fit_latency(pools), stop, limit=a.limit, seed=a.seed)
+    pricer = Pricer(fit_latency(pools), stop_rule(confidence), limit=limit, seed=seed)
     label = _relative(pools_dir)
     provenance = pools_provenance(label, chunks, pools)
     provenance |= {"fitted_by": git_describe(), "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   "latency_model": pricer.latency.__dict__, "k": k, "served_model": a.model}  # fmt: skip
-    features = feature_rows([str(p.problem["question"]) for p in pools]) if a.estimator == "embedding" else None
+                   "latency_model": pricer.latency.__dict__, "k": k, "served_model": model}  # fmt: skip
+    features = feature_rows([str(p.problem["question"]) for p in pools]) if estimator == "embedding" else None
     source = source_line(label, pools, provenance["program_version"])
-    return fit(pools, pricer, default_configs(k, judges_in(pools)), features=features,
-               settings=FitSettings(seed=a.seed), provenance=provenance, source=source)  # fmt: skip
+    configs = default_configs(k, judges_in(pools))
+    result = fit(pools, pricer, configs, features=features, settings=FitSettings(seed=seed), provenance=provenance,
+                 source=source)  # fmt: skip
+    return FittedPools(result, pools, pricer, configs)
+
+
+def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
+    """Price and fit on every calibration pool in ``pools_dir``."""
+    return fit_pools(pools_dir, a.model, estimator=a.estimator, confidence=a.confidence, limit=a.limit,
+                     seed=a.seed).fit  # fmt: skip
 
 
 def _relative(path: Path) -> str:
