@@ -29,6 +29,7 @@ DrawKind = Literal["cot", "program", "code"]
 DRAW_KINDS: tuple[DrawKind, ...] = ("cot", "program", "code")
 POOL_SCHEMA = 1
 _CHUNK_RE = re.compile(r"^(?P<split>[a-z]+)-(?P<seq>\d{5})\.jsonl$")
+_OPTIONAL_WHEN_EMPTY = ("judge_tokens", "judge_s")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,20 @@ class PoolCandidate:
     sandbox_s: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)  # judge name -> score, when judged
     error: str = ""
+    # judge name -> what judging this candidate cost: the judge's tokens (prompt side, as
+    # records schema 2 counts a judge's prompts, plus its completion tokens if any) and seconds,
+    # the candidate's share of the verifier call that scored it (loadtests/pools/judge.py)
+    judge_tokens: dict[str, int] = field(default_factory=dict)
+    judge_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form. Judge costs are left out while empty, so a candidate no judge has
+        scored is stored exactly as before they existed (old chunks rewrite unchanged)."""
+        data = asdict(self)
+        for name in _OPTIONAL_WHEN_EMPTY:
+            if not data[name]:
+                del data[name]
+        return data
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,13 @@ class Draw:
     kind: DrawKind
     candidates: tuple[PoolCandidate, ...]
     calls: tuple[Call, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "calls": [asdict(c) for c in self.calls],
+        }
 
     @property
     def greedy(self) -> PoolCandidate | None:
@@ -110,7 +132,7 @@ class ProblemPool:
             "kind": self.kind,
             "split": self.split,
             "task_type": self.task_type,
-            "draws": {name: asdict(draw) for name, draw in self.draws.items()},
+            "draws": {name: draw.to_dict() for name, draw in self.draws.items()},
         }
 
     @classmethod
