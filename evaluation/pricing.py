@@ -19,7 +19,13 @@ Configurations (``Config.family``), mirroring the strategies:
   with ``cot > 0`` the hybrid (that many sampled chains of thought vote with ``cot_weight``);
   optionally early-stopped (waves ``first_wave``, doubling, as the strategy draws them);
 - ``bon`` / ``wvote``: best-of-``n`` and the judge-weighted vote over sampled chains of
-  thought, where every candidate carries the judge's score;
+  thought, where every candidate carries the judge's score and what judging it cost. The judge
+  is charged: each drawn candidate's ``judge_tokens[judge]`` is added to the outcome's prompt
+  tokens (a judge prefills; records schema 2 counts judge prompts as prompt tokens) and its
+  ``judge_s[judge]`` to the latency, summed over the drawn, since both strategies score all
+  ``n`` in one verifier call after the one batched generation, and the verifier's judge calls
+  on a llama.cpp policy run one after another. A candidate without the judge's score or cost
+  leaves the configuration unpriced for that problem;
 - ``code_greedy``, ``code_vote`` (vote on normalized source), ``code_pass`` (pass@n, the
   oracle: a right candidate exists among ``n``; an upper bound, not a strategy).
 
@@ -71,10 +77,22 @@ class Config:
             return self.n - 1 <= sampled["program"] and self.cot <= sampled["cot"]
         if self.family in ("bon", "wvote"):
             cands = pool.draws["cot"].sampled
-            return self.n <= len(cands) and all(self.judge in c.scores for c in cands)
+            return self.n <= len(cands) and all(judged(c, self.judge) for c in cands)
         if self.family in ("cot_greedy", "code_greedy"):
             return True
         return self.n <= sampled[self.draws_needed()[0]]
+
+
+def judged(c: PoolCandidate, judge: str) -> bool:
+    """Whether ``c`` carries ``judge``'s score and its cost (an old chunk's candidates may have
+    the score alone: ``python -m loadtests.pools.judge --backfill`` apportions the cost)."""
+    return judge in c.scores and judge in c.judge_tokens and judge in c.judge_s
+
+
+def judge_cost(drawn: Sequence[PoolCandidate], judge: str) -> tuple[int, float]:
+    """The judge's tokens and seconds for scoring ``drawn`` in one verifier call (see the
+    module docstring: summed over the drawn)."""
+    return sum(c.judge_tokens[judge] for c in drawn), sum(c.judge_s[judge] for c in drawn)
 
 
 @dataclass(frozen=True)
@@ -241,14 +259,16 @@ class Pricer:
         calls = sum(1 for _ in _waves(len(drawn), config.first_wave if config.early_stop else len(drawn)))
         if config.family == "code_pass":
             return Outcome(any(c.correct for c in drawn), generated, prompt, latency, 1.0)
+        judge_tokens, judge_s = judge_cost(drawn, config.judge) if config.family in ("bon", "wvote") else (0, 0.0)
+        prompt, latency = prompt * calls + judge_tokens, latency + judge_s
         if config.family == "bon":
             best = max(drawn, key=lambda c: (c.scores[config.judge], -drawn.index(c)))
-            return Outcome(bool(best.correct), generated, prompt * calls, latency, best.scores[config.judge])
+            return Outcome(bool(best.correct), generated, prompt, latency, best.scores[config.judge])
         weights = [c.scores[config.judge] if config.family == "wvote" else 1.0 for c in drawn]
         ballots = [Ballot(c.key, w, bool(c.correct), c.mean_logprob) for c, w in zip(drawn, weights, strict=True)]
         chosen_ballot = winner(ballots, logprob_ties=config.family == "sc")
         correct = chosen_ballot is not None and chosen_ballot.correct
-        return Outcome(correct, generated, prompt * calls, latency, agreement(ballots, chosen_ballot))
+        return Outcome(correct, generated, prompt, latency, agreement(ballots, chosen_ballot))
 
     def _pot(self, pool: ProblemPool, config: Config, rng: random.Random) -> Iterator[Outcome]:
         programs, cots = pool.draws["program"], pool.draws["cot"]

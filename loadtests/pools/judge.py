@@ -17,6 +17,17 @@ problem has a newer record are skipped too. The draw settings and program versio
 header are kept as they were, so ``draw`` and ``status`` treat a judged chunk as the chunk it
 was. Each chunk is judged under the shared model lock, and ``--hours`` bounds a sitting.
 
+What judging cost is stored per candidate, so the pricer can charge it to the configurations
+that judge (``judge_tokens[judge]`` and ``judge_s[judge]`` of :class:`~evaluation.pools.PoolCandidate`).
+A verifier call answers one ``usage`` for its whole batch and takes one wall time, so both are
+apportioned over the candidates it scored in proportion to the length of the text each was
+judged on (:func:`apportion`); a candidate the verifier could not judge gets no score and no
+cost. The tokens are the judge's prompt tokens (judges prefill: records schema 2 counts them as
+prompt tokens) plus its completion tokens, if any (a generative judge that writes). Chunks
+judged before this was stored carry only per-chunk totals in their ``judged`` notes;
+``--backfill`` apportions each note's totals over the chunk's scored candidates by the same rule
+and marks the note ``"apportioned": "chunk"`` (a note judged per call says ``"call"``).
+
 What a judge reads: the problem's own messages (as the request sent them) and, for a chain of
 thought, its text; for a program, its text and what it printed when it ran (the answer a
 program gives is its output; a judge shown only the source cannot see it).
@@ -27,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -49,9 +61,25 @@ DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 JUDGED_KINDS = ("cot", "program")  # code candidates are scored by their hidden tests
 _WRITTEN_BY_WRITER = ("type", "schema", "problems")
 
-# judge name, the problem's messages, candidate texts -> one score per text (None: not judged)
-# and the tokens the judge's policy calls evaluated
-Scorer = Callable[[str, list[dict[str, str]], list[str]], Awaitable[tuple[list[float | None], int]]]
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One verifier call's answer: a score per text (``None``: not judged), the judge's usage for
+    the whole batch and the call's wall seconds."""
+
+    scores: list[float | None]
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+
+    @property
+    def tokens(self) -> int:
+        """What the judge evaluated: its prompts plus whatever it wrote."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+# judge name, the problem's messages, candidate texts -> the verifier's answer for the batch
+Scorer = Callable[[str, list[dict[str, str]], list[str]], Awaitable[Judged]]
 
 
 class VerifierStub(Protocol):
@@ -78,16 +106,56 @@ def judgeable(pool: ProblemPool) -> list[tuple[str, int, str]]:
     ]
 
 
-def with_scores(pool: ProblemPool, judge: str, scores: dict[tuple[str, int], float]) -> ProblemPool:
-    """``pool`` with ``scores[(draw, position)]`` stored as each candidate's ``scores[judge]``."""
+def apportion(total: int, lengths: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``lengths`` into whole numbers that sum to it exactly
+    (largest remainder; ties to the earlier). Equal shares when every length is 0."""
+    if not lengths:
+        return []
+    weights = list(lengths) if any(lengths) else [1] * len(lengths)
+    whole = sum(weights)
+    exact = [total * w / whole for w in weights]
+    shares = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: (-(exact[i] - shares[i]), i))
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def apportion_seconds(total: float, lengths: Sequence[int]) -> list[float]:
+    """``total`` seconds split in proportion to ``lengths`` (µs rounding). Equal shares when
+    every length is 0."""
+    if not lengths:
+        return []
+    weights = list(lengths) if any(lengths) else [1] * len(lengths)
+    return [round(total * w / sum(weights), 6) for w in weights]
+
+
+Judgement = tuple[float, int, float]  # a candidate's score, judge tokens and judge seconds
+
+
+def with_judgements(pool: ProblemPool, judge: str, found: dict[tuple[str, int], Judgement]) -> ProblemPool:
+    """``pool`` with ``found[(draw, position)]`` stored as each candidate's ``scores[judge]``,
+    ``judge_tokens[judge]`` and ``judge_s[judge]``."""
     draws: dict[str, Draw] = {}
     for name, draw in pool.draws.items():
-        candidates = tuple(
-            dataclasses.replace(c, scores={**c.scores, judge: scores[(name, i)]}) if (name, i) in scores else c
-            for i, c in enumerate(draw.candidates)
-        )
-        draws[name] = dataclasses.replace(draw, candidates=candidates)
+        candidates = []
+        for i, c in enumerate(draw.candidates):
+            if (name, i) in found:
+                score, tokens, seconds = found[(name, i)]
+                c = dataclasses.replace(
+                    c, scores={**c.scores, judge: score}, judge_tokens={**c.judge_tokens, judge: tokens},
+                    judge_s={**c.judge_s, judge: seconds},
+                )  # fmt: skip
+            candidates.append(c)
+        draws[name] = dataclasses.replace(draw, candidates=tuple(candidates))
     return dataclasses.replace(pool, draws=draws)
+
+
+def cost_shares(texts: Sequence[str], tokens: int, wall_s: float) -> list[tuple[int, float]]:
+    """``tokens`` and ``wall_s`` apportioned over the judged ``texts`` by their length: each
+    candidate's share (tokens, seconds) of the judging that scored them together."""
+    lengths = [len(text) for text in texts]
+    return list(zip(apportion(tokens, lengths), apportion_seconds(wall_s, lengths), strict=True))
 
 
 def judged_by(header: dict[str, Any]) -> set[str]:
@@ -110,18 +178,21 @@ def to_judge(chunks: Sequence[Chunk], judges: Sequence[str]) -> list[tuple[Chunk
 
 
 async def judge_pool(pool: ProblemPool, judge: str, scorer: Scorer) -> tuple[ProblemPool, int, int, int]:
-    """One problem, one judge: one verifier call for all its candidates. Returns the scored pool,
-    the candidates scored, those the verifier could not judge (left without a score) and the
-    tokens the judge evaluated."""
+    """One problem, one judge: one verifier call for all its candidates, each scored one storing
+    its share of the call's tokens and seconds (:func:`cost_shares`). Returns the scored pool,
+    the candidates scored, those the verifier could not judge (left without a score or cost) and
+    the tokens the judge evaluated."""
     items = judgeable(pool)
     if not items:
         return pool, 0, 0, 0
     messages = Problem.from_dict(pool.problem).messages()
-    found, tokens = await scorer(judge, messages, [text for _, _, text in items])
-    if len(found) != len(items):
-        raise RuntimeError(f"{pool.id}: {judge} returned {len(found)} scores for {len(items)} candidates")
-    scores = {(name, i): s for (name, i, _), s in zip(items, found, strict=True) if s is not None}
-    return with_scores(pool, judge, scores), len(scores), len(items) - len(scores), tokens
+    reply = await scorer(judge, messages, [text for _, _, text in items])
+    if len(reply.scores) != len(items):
+        raise RuntimeError(f"{pool.id}: {judge} returned {len(reply.scores)} scores for {len(items)} candidates")
+    scored = [(item, s) for item, s in zip(items, reply.scores, strict=True) if s is not None]
+    shares = cost_shares([text for (_, _, text), _ in scored], reply.tokens, reply.wall_s)
+    found = {(name, i): (s, *share) for ((name, i, _), s), share in zip(scored, shares, strict=True)}
+    return with_judgements(pool, judge, found), len(found), len(items) - len(found), reply.tokens
 
 
 async def judge_chunk(chunk: Chunk, judges: Sequence[str], scorer: Scorer, note: dict[str, Any]) -> Path:
@@ -135,10 +206,51 @@ async def judge_chunk(chunk: Chunk, judges: Sequence[str], scorer: Scorer, note:
             pools[i], ok, failed, used = await judge_pool(pool, judge, scorer)
             scored, errors, tokens = scored + ok, errors + failed, tokens + used
         wall = round(time.monotonic() - began, 1)
-        notes.append({**note, "judge": judge, "scored": scored, "errors": errors, "tokens": tokens, "wall_s": wall})
+        counts = {"scored": scored, "errors": errors, "tokens": tokens, "wall_s": wall, "apportioned": "call"}
+        notes.append({**note, "judge": judge, **counts})
     header = {k: v for k, v in chunk.header.items() if k not in _WRITTEN_BY_WRITER}
     header["judged"] = [*header.get("judged", []), *notes]
     return write_chunk(chunk.path.parent, chunk.split, chunk.seq, header, pools)
+
+
+def backfilled(chunk: Chunk) -> tuple[dict[str, Any], list[ProblemPool]] | None:
+    """The header and pools of a chunk judged before per-candidate costs were stored: each
+    ``judged`` note's ``tokens`` and ``wall_s`` apportioned over the chunk's candidates that
+    judge scored, by the rule a call's usage is (:func:`cost_shares`), and the note marked
+    ``"apportioned": "chunk"``. ``None`` when no note lacks its apportioning."""
+    header = {k: v for k, v in chunk.header.items() if k not in _WRITTEN_BY_WRITER}
+    notes = [dict(n) for n in header.get("judged", [])]
+    pending = [n for n in notes if "apportioned" not in n]
+    if not pending:
+        return None
+    pools = list(chunk.pools)
+    for note in pending:
+        judge = str(note["judge"])
+        if sum(str(n["judge"]) == judge for n in notes) > 1:
+            raise ValueError(f"{chunk.path}: several {judge} notes; which one scored is unknown")
+        items = [(p, name, i, text) for p, pool in enumerate(pools) for name, i, text in judgeable(pool)
+                 if judge in pool.draws[name].candidates[i].scores]  # fmt: skip
+        if len(items) != note["scored"]:
+            raise ValueError(f"{chunk.path}: {judge} note counts {note['scored']} scored, candidates hold {len(items)}")
+        shares = cost_shares([text for *_, text in items], int(note["tokens"]), float(note["wall_s"]))
+        found: list[dict[tuple[str, int], Judgement]] = [{} for _ in pools]
+        for (p, name, i, _), share in zip(items, shares, strict=True):
+            found[p][(name, i)] = (pools[p].draws[name].candidates[i].scores[judge], *share)
+        pools = [with_judgements(pool, judge, f) for pool, f in zip(pools, found, strict=True)]
+        note["apportioned"] = "chunk"
+    header["judged"] = notes
+    return header, pools
+
+
+def backfill(directory: Path) -> list[Path]:
+    """Rewrite every chunk under ``directory`` that :func:`backfilled` changes (whole, through
+    :func:`~evaluation.pools.write_chunk`); the paths rewritten."""
+    done = []
+    for chunk in iter_chunks(directory):
+        changed = backfilled(chunk)
+        if changed is not None:
+            done.append(write_chunk(chunk.path.parent, chunk.split, chunk.seq, *changed))
+    return done
 
 
 # ------------------------------------------------------------------------------ the verifier
@@ -146,14 +258,16 @@ def stub_scorer(stub: VerifierStub, *, model: str = "", timeout: float = 1800.0)
     """A :data:`Scorer` over the verifier service. A verdict carrying ``error`` was not a verdict
     on the candidate (docs/verifier.md, Errors): that candidate gets no score, not a 0."""
 
-    async def score(judge: str, messages: list[dict[str, str]], texts: list[str]) -> tuple[list[float | None], int]:
+    async def score(judge: str, messages: list[dict[str, str]], texts: list[str]) -> Judged:
         request = verifier_pb2.VerifyRequest(
             verifier=judge, candidates=texts, model=model, request_id=f"pool-judge-{judge}",
             problem=[common_pb2.ChatMessage(role=m["role"], content=m["content"]) for m in messages],
         )  # fmt: skip
+        began = time.monotonic()
         reply = await stub.Verify(request, timeout=timeout)
+        wall = time.monotonic() - began
         scores = [None if v.error else min(1.0, max(0.0, v.score)) for v in reply.verdicts]
-        return scores, reply.usage.prompt_tokens + reply.usage.completion_tokens
+        return Judged(scores, reply.usage.prompt_tokens, reply.usage.completion_tokens, wall)
 
     return score
 
@@ -247,9 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, default=0.0, help="stop starting chunks after this long (0: none)")
     parser.add_argument("--policy-target", default="", help="a running policy service (default: start one)")
     parser.add_argument("--verifier-target", default="", help="a running verifier service (default: start one)")
+    parser.add_argument("--backfill", action="store_true",
+                        help="only apportion old chunks' judged totals over their candidates (no model)")  # fmt: skip
     parser.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
                         help="take the model lock per chunk (default: when this starts the policy)")  # fmt: skip
     a = parser.parse_args(argv)
+    if a.backfill:
+        rewritten = backfill(a.out)
+        print("".join(f"{p}\n" for p in rewritten) + f"backfilled {len(rewritten)} chunk(s)")
+        return 0
     judges = [j for j in a.judges.split(",") if j]
     lock = a.lock if a.lock is not None else not (a.policy_target or a.verifier_target)
     # A SIGTERM (kill, timeout) unwinds through ``finally`` so the services this started stop too.
