@@ -158,7 +158,8 @@ def best_fixed(
             continue
         choice = _best(members, pool, budget)
         pairs = [(m.problem_id, choice.config) for m in members]
-        out.append(BestFixed(effort, budget, source, choice.config, choice.tokens <= budget, len(candidates),
+        fits = effort == "none" or choice.tokens <= budget  # none is pinned, whatever it costs
+        out.append(BestFixed(effort, budget, source, choice.config, fits, len(candidates),
                              summarize(choice.config, pairs, outcomes, seed)))  # fmt: skip
     return out
 

@@ -142,7 +142,7 @@ def fit_pools(
     chunks = list(iter_chunks(pools_dir, "calibration"))
     k = min(len(d.sampled) for p in pools for d in p.draws.values())
     pricer = Pricer(fit_latency(pools), stop_rule(confidence), limit=limit, seed=seed)
-    label = _relative(pools_dir)
+    label = relative_to_root(pools_dir)
     provenance = pools_provenance(label, chunks, pools)
     provenance |= {"fitted_by": git_describe(), "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "latency_model": pricer.latency.__dict__, "k": k, "served_model": model}  # fmt: skip
@@ -160,7 +160,7 @@ def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
                      seed=a.seed).fit  # fmt: skip
 
 
-def _relative(path: Path) -> str:
+def relative_to_root(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:

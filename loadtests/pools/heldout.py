@@ -40,7 +40,7 @@ from evaluation.provenance import provenance
 from evaluation.route_fit import NOT_ROUTABLE, pools_provenance, problem_stats, task_type_of
 from loadtests.grid import EFFORTS
 from loadtests.ladder import route_questions
-from loadtests.pools.calibrate import ROOT, fit_pools, stop_rule
+from loadtests.pools.calibrate import ROOT, fit_pools, relative_to_root, stop_rule
 from loadtests.pools.run import DEFAULT_POOLS
 from services.gateway.routing import RoutingTable
 
@@ -89,7 +89,7 @@ def markdown(groups: Mapping[str, Mapping[str, Any]], checks: Sequence[Check], h
         lines.append("| *best fixed within budget* | | | | | | | |")
         for effort, b in g["best_fixed"].items():
             fits = "" if b.fits else ", none fits: cheapest"
-            lines.append(_row(b.summary, f" @ {effort} (budget {b.budget:.0f}{fits})"))
+            lines.append(_row(b.summary, f" @ {effort} (budget {b.budget:.0f}, {b.competing} compete{fits})"))
         lines.append("| *every fixed configuration* | | | | | | | |")
         lines += [_row(f) for f in g["fixed"]]
         lines.append("")
@@ -144,7 +144,7 @@ def run(a: argparse.Namespace) -> int:
     ]
     print(markdown(groups, checks, head))
     out = a.out or DEFAULT_OUT_DIR / f"heldout_ladder-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    meta = provenance(a.model, heldout=pools_provenance(str(pools_dir), chunks, heldout), fit=fit_prov,
+    meta = provenance(a.model, heldout=pools_provenance(relative_to_root(pools_dir), chunks, heldout), fit=fit_prov,
                       latency_model=pricer.latency.__dict__, limit=a.limit, confidence=a.confidence,
                       seed=a.seed)  # fmt: skip
     drawn = dict(sorted(Counter(p.family for p in heldout).items()))
