@@ -195,9 +195,11 @@ def ladder(
 
 def per_problem(
     pools: Sequence[ProblemPool], labels: Mapping[str, Mapping[str, str | None]], outcomes: Outcomes,
-    task_of: Mapping[str, str],
+    task_of: Mapping[str, str], sources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Each held-out problem's routed configuration and priced outcome per effort (raw data)."""
+    """Each held-out problem's routed configuration and priced outcome per effort (raw data);
+    ``sources``: effort -> problem id -> the route's ``expected.source`` (which task type and
+    bin of the table served it)."""
     rows = []
     for p in pools:
         efforts: dict[str, Any] = {}
@@ -205,6 +207,8 @@ def per_problem(
             label = per.get(p.id)
             c = outcomes.stats[p.id].configs.get(label or "")
             efforts[effort] = {"config": label, "priced": c is not None}
+            if sources is not None and p.id in sources.get(effort, {}):
+                efforts[effort]["route"] = sources[effort][p.id]
             if c is not None:
                 efforts[effort] |= {"accuracy": c.accuracy, "generated_tokens": c.generated_tokens,
                                     "prompt_tokens": c.prompt_tokens, "cost": c.tokens,

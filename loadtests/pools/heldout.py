@@ -125,6 +125,8 @@ def run(a: argparse.Namespace) -> int:
     routes = route_questions(table, {p.id: str(p.problem["question"]) for p in heldout}, efforts)
     labels = routed_labels({e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()},
                            label_index(fitted.configs, fitted.pools))  # fmt: skip
+    sources = {e: {pid: r.expected.source.split("; ", 1)[-1] for pid, r in per.items() if r.expected}
+               for e, per in routes.items()}  # fmt: skip
     pricer = Pricer(fit_latency(heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
     outcomes = Outcomes.of(heldout, price_all(pricer, heldout, fitted.configs), fitted.configs)
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
@@ -156,7 +158,7 @@ def run(a: argparse.Namespace) -> int:
         "oracle_configurations": _oracles(fitted.configs),
         "checks": [c.as_dict() for c in checks],
         "groups": _json(groups),
-        "per_problem": per_problem(heldout, labels, outcomes, {p.id: task_type_of(p) for p in heldout}),
+        "per_problem": per_problem(heldout, labels, outcomes, {p.id: task_type_of(p) for p in heldout}, sources),
         "table": fitted.fit.table,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
