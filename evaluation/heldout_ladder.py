@@ -5,9 +5,9 @@ routed as the gateway routes its prompt (done by the caller: ``loadtests.ladder.
 and the route's configuration is priced on that problem's own held-out pool (:mod:`~.pricing`).
 So the ladder's figures are what a routed request would be expected to score on problems the
 fit never saw. Beside it stand every fixed configuration on the same problems and, per effort,
-the best fixed configuration whose held-out mean cost fits the effort's budget: the budget the
-fit's rule gives (``BUDGET_MULTIPLES`` x one greedy sample's mean cost, generated +
-``PREFILL_WEIGHT`` x prompt tokens) on the calibration problems of the same task kind.
+the best fixed configuration whose held-out mean cost fits the effort's budget: the budgets the
+fit used (``BUDGET_MULTIPLES`` x one greedy sample's mean cost, generated + ``PREFILL_WEIGHT`` x
+prompt tokens, on the calibration problems of each prompt's task type), averaged over the group.
 
 Configurations compete as in the fit: only those priced on every problem of a group (a
 configuration for text answers cannot run a code problem), and ``none`` is one greedy sample.
@@ -28,9 +28,20 @@ from evaluation.calibration import PREFILL_WEIGHT, ProblemStats, _best
 from evaluation.intervals import bootstrap_interval
 from evaluation.pools import ProblemPool
 from evaluation.pricing import Config, Estimate
-from evaluation.route_fit import GREEDY, NOT_ROUTABLE, budgets_for, covering, label_of, problem_stats, route_of
+from evaluation.route_fit import (
+    GREEDY,
+    NOT_ROUTABLE,
+    budgets_for,
+    covering,
+    family_stats,
+    label_of,
+    problem_stats,
+    route_of,
+    task_type_of,
+)
 
 ALL = "all"
+DEFAULT = "default"  # the budgets of the default routes (task types calibration never saw)
 
 
 # ------------------------------------------------------------------------------ routes -> labels
@@ -113,17 +124,32 @@ def summarize(name: str, pairs: Sequence[tuple[str, str | None]], outcomes: Outc
 
 
 # ------------------------------------------------------------------------------ budgets
-def kind_budgets(
-    calibration: Sequence[ProblemStats], kind_of: Mapping[str, str], multiples: Mapping[str, float]
-) -> dict[str, dict[str, float]]:
-    """Per task kind (and ``all``) and effort, the fit's budget on the calibration problems of
-    that kind: the multiple of their mean greedy cost."""
-    out = {ALL: budgets_for(calibration, multiples)}
-    for kind in dict.fromkeys(kind_of[s.problem_id] for s in calibration):
-        members = [s for s in calibration if kind_of[s.problem_id] == kind]
-        if any(GREEDY in s.configs for s in members):
-            out[kind] = budgets_for(members, multiples)
+def fit_budgets(
+    calibration: Sequence[ProblemStats], pools: Sequence[ProblemPool], multiples: Mapping[str, float],
+    min_task_problems: int = 1,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """The budgets the fit used (:func:`~.route_fit.fit`): per calibration task type, the
+    multiples of its problems' mean greedy cost; for the default routes (task types calibration
+    never saw), of the mean over families of the text problems' greedy cost."""
+    task_of = {p.id: task_type_of(p) for p in pools}
+    by_id = {s.problem_id: s for s in calibration}
+    text = [by_id[p.id] for p in pools if "code" not in p.draws] or list(calibration)
+    out = {DEFAULT: budgets_for(family_stats(text, {p.id: p.family for p in pools}), multiples)}
+    for task in sorted(set(task_of.values())):
+        members = [s for s in calibration if task_of[s.problem_id] == task]
+        if len(members) >= min_task_problems:
+            out[task] = budgets_for(members, multiples)
     return out
+
+
+def problem_budgets(
+    task_of: Mapping[str, str], budgets: Mapping[str, Mapping[str, float]]
+) -> dict[str, tuple[str, Mapping[str, float]]]:
+    """Per held-out problem, the budgets its prompt's task type was fitted with (the default
+    routes' budgets for a task type calibration never saw), and that key."""
+    return {
+        pid: (task, budgets[task]) if task in budgets else (DEFAULT, budgets[DEFAULT]) for pid, task in task_of.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -132,7 +158,7 @@ class BestFixed:
 
     effort: str
     budget: float
-    budget_from: str  # the calibration group the budget was measured on
+    budget_from: list[str]  # the fit's budget keys (task types, "default") the mean is over
     config: str
     fits: bool  # False: nothing fits, this is the cheapest (calibration's fallback)
     competing: int  # configurations priced on every problem of the group
@@ -143,23 +169,24 @@ class BestFixed:
 
 
 def best_fixed(
-    group: str, members: Sequence[ProblemStats], budgets: Mapping[str, Mapping[str, float]], efforts: Sequence[str],
-    outcomes: Outcomes, seed: int = 0,
+    members: Sequence[ProblemStats], budgets: Mapping[str, tuple[str, Mapping[str, float]]],
+    efforts: Sequence[str], outcomes: Outcomes, seed: int = 0,
 ) -> list[BestFixed]:  # fmt: skip
     """Per effort, calibration's choice rule (:func:`~.calibration._best`) applied to the held-out
-    outcomes themselves: the oracle a routed ladder is measured against. ``none`` is greedy."""
-    source = group if group in budgets else ALL
+    outcomes themselves: the oracle a routed ladder is measured against. The budget is the mean
+    of the members' fitted budgets (a budget bounds a mean cost); ``none`` is greedy."""
+    keys = sorted({budgets[m.problem_id][0] for m in members})
     candidates = covering(members)
     out = []
     for effort in efforts:
-        budget = budgets[source][effort]
+        budget = float(np.mean([budgets[m.problem_id][1][effort] for m in members])) if members else 0.0
         pool = [GREEDY] if effort == "none" and GREEDY in candidates else candidates
         if not pool:
             continue
         choice = _best(members, pool, budget)
         pairs = [(m.problem_id, choice.config) for m in members]
         fits = effort == "none" or choice.tokens <= budget  # none is pinned, whatever it costs
-        out.append(BestFixed(effort, budget, source, choice.config, fits, len(candidates),
+        out.append(BestFixed(effort, budget, keys, choice.config, fits, len(candidates),
                              summarize(choice.config, pairs, outcomes, seed)))  # fmt: skip
     return out
 
@@ -175,7 +202,7 @@ def groups_of(pools: Sequence[ProblemPool]) -> dict[str, list[str]]:
 
 def ladder(
     pools: Sequence[ProblemPool], labels: Mapping[str, Mapping[str, str | None]], outcomes: Outcomes,
-    budgets: Mapping[str, Mapping[str, float]], efforts: Sequence[str], seed: int = 0,
+    budgets: Mapping[str, tuple[str, Mapping[str, float]]], efforts: Sequence[str], seed: int = 0,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per group: the routed row per effort, every fixed configuration, the best fixed per effort."""
     every = sorted({lab for s in outcomes.stats.values() for lab in s.configs})
@@ -188,7 +215,7 @@ def ladder(
             "problems": len(ids),
             "routed": routed,
             "fixed": [f for f in fixed if f.problems],
-            "best_fixed": {b.effort: b for b in best_fixed(group, members, budgets, efforts, outcomes, seed)},
+            "best_fixed": {b.effort: b for b in best_fixed(members, budgets, efforts, outcomes, seed)},
         }
     return out
 

@@ -27,10 +27,11 @@ from evaluation.heldout_ladder import (
     BestFixed,
     Outcomes,
     Summary,
-    kind_budgets,
+    fit_budgets,
     label_index,
     ladder,
     per_problem,
+    problem_budgets,
     routed_labels,
 )
 from evaluation.pools import iter_chunks, read_pools
@@ -131,8 +132,9 @@ def run(a: argparse.Namespace) -> int:
     outcomes = Outcomes.of(heldout, price_all(pricer, heldout, fitted.configs), fitted.configs)
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
     calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
-    budgets = kind_budgets(calibration, {p.id: p.kind for p in fitted.pools}, BUDGET_MULTIPLES)
-    groups = ladder(heldout, labels, outcomes, budgets, efforts, a.seed)
+    budgets = fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
+    task_of = {p.id: task_type_of(p) for p in heldout}
+    groups = ladder(heldout, labels, outcomes, problem_budgets(task_of, budgets), efforts, a.seed)
     checks = all_checks(groups, efforts, len(heldout), size, missing)
     fit_prov = fitted.fit.table["provenance"]
     head = [
@@ -142,7 +144,8 @@ def run(a: argparse.Namespace) -> int:
         f"scored on {len(heldout)} held-out problems of {size or '?'} intended "
         f"({', '.join(f'{k} {n}' for k, n in Counter(p.kind for p in heldout).items())}). "
         f"Held-out latency model {pricer.latency}. Budgets: {dict(BUDGET_MULTIPLES)} x the mean greedy cost "
-        f"(generated + {PREFILL_WEIGHT} x prompt tokens) on the calibration problems of the same task kind.",
+        f"(generated + {PREFILL_WEIGHT} x prompt tokens) on the calibration problems of each prompt's task type "
+        "(the budgets the fit used), averaged over a group's problems.",
     ]
     print(markdown(groups, checks, head))
     out = a.out or DEFAULT_OUT_DIR / f"heldout_ladder-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
@@ -158,7 +161,7 @@ def run(a: argparse.Namespace) -> int:
         "oracle_configurations": _oracles(fitted.configs),
         "checks": [c.as_dict() for c in checks],
         "groups": _json(groups),
-        "per_problem": per_problem(heldout, labels, outcomes, {p.id: task_type_of(p) for p in heldout}, sources),
+        "per_problem": per_problem(heldout, labels, outcomes, task_of, sources),
         "table": fitted.fit.table,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

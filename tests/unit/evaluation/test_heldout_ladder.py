@@ -5,6 +5,7 @@ rule, unpriceable routes are counted, and ``heldout`` end to end (estimator off:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,14 @@ import pytest
 from evaluation.calibration import BUDGET_MULTIPLES, PREFILL_WEIGHT
 from evaluation.heldout_ladder import (
     ALL,
+    DEFAULT,
     Outcomes,
     best_fixed,
-    kind_budgets,
+    fit_budgets,
     label_index,
     ladder,
     per_problem,
+    problem_budgets,
     route_key,
     routed_labels,
 )
@@ -54,6 +57,10 @@ CONFIGS = [Config("cot_greedy", "cot_greedy"), Config("code_greedy", "code_greed
            Config("hybrid@2+cot2", "pot", 2, cot=2), Config("code_vote@4", "code_vote", 4)]  # fmt: skip
 
 
+def unbounded(pools: list[ProblemPool]) -> dict[str, tuple[str, Mapping[str, float]]]:
+    return problem_budgets({p.id: "arithmetic" for p in pools}, {DEFAULT: dict.fromkeys(EFFORTS, 1e9)})
+
+
 def test_every_route_maps_back_to_the_configuration_it_runs_even_after_the_gateway_parses_it() -> None:
     pools = [text("p1", True, [True, False, True, False])]
     configs = [c for c in default_configs(8, ["orm"]) if c.family not in NOT_ROUTABLE]
@@ -71,7 +78,7 @@ def test_a_routed_outcome_is_the_pinned_configurations_price_on_that_problem() -
     outcomes = Outcomes.of(pools, price_all(PRICER, pools, CONFIGS), CONFIGS)
     routes = {e: {p.id: route_of(CONFIGS[3], pools) for p in pools} for e in EFFORTS}  # sc@4 everywhere
     labels = routed_labels(routes, label_index(CONFIGS, pools))
-    groups = ladder(pools, labels, outcomes, {ALL: dict.fromkeys(EFFORTS, 1e9)}, EFFORTS)
+    groups = ladder(pools, labels, outcomes, unbounded(pools), EFFORTS)
     estimates = [PRICER.estimate(p, CONFIGS[3]) for p in pools]
     assert all(e is not None for e in estimates)
     routed = groups[ALL]["routed"]["high"]
@@ -90,24 +97,29 @@ def test_a_route_the_pools_cannot_price_is_counted_not_dropped() -> None:
     pools = [text("a", True, [True] * 4), text("bb", True, [True] * 4)]
     outcomes = Outcomes.of(pools, price_all(PRICER, pools, CONFIGS), CONFIGS)
     labels = {"high": {"a": "code_vote@4", "bb": "sc@4"}, "none": {"a": None, "bb": GREEDY}}
-    groups = ladder(pools, labels, outcomes, {ALL: dict.fromkeys(EFFORTS, 1e9)}, ["none", "high"])
+    groups = ladder(pools, labels, outcomes, unbounded(pools), ["none", "high"])
     high, none = groups[ALL]["routed"]["high"], groups[ALL]["routed"]["none"]
     assert (high.problems, high.unpriced, high.accuracy) == (1, 1, 1.0)
     assert (none.problems, none.unpriced) == (1, 1) and none.configs == {"None": 1, GREEDY: 1}
 
 
-def test_budgets_are_multiples_of_the_calibration_greedy_cost_per_kind() -> None:
+def test_budgets_are_the_fits_per_task_type_and_the_default_for_unseen_task_types() -> None:
     calibration = [text("a", True, [True] * 4, tokens=10, split="calibration"),
                    text("bb", True, [True] * 4, tokens=30, split="calibration"),
-                   text("ccc", True, [True] * 4, kind="counting", tokens=100, split="calibration")]  # fmt: skip
+                   make("ccc", "counting", "letter_counting", "calibration",
+                        cot=draw("cot", ("1", True), [("1", True)] * 4, 100))]  # fmt: skip
+    calibration[2].problem["question"] = "How many times does the letter r appear in the word strawberry?"
     greedy = [c for c in CONFIGS if c.family in ("cot_greedy", "code_greedy")]
     stats = problem_stats(calibration, price_all(PRICER, calibration, greedy), greedy)
-    budgets = kind_budgets(stats, {p.id: p.kind for p in calibration}, BUDGET_MULTIPLES)
+    budgets = fit_budgets(stats, calibration, BUDGET_MULTIPLES)
     prompt = 100 * PREFILL_WEIGHT  # pool_fixtures' calls prefill 100 tokens
     assert budgets["arithmetic"]["none"] == pytest.approx(20 + prompt)
     assert budgets["arithmetic"]["high"] == pytest.approx(8 * (20 + prompt))
-    assert budgets["counting"]["xhigh"] == pytest.approx(16 * (100 + prompt))
-    assert budgets[ALL]["low"] == pytest.approx(2 * (140 / 3 + prompt))
+    assert budgets["computable"]["xhigh"] == pytest.approx(16 * (100 + prompt))
+    # the default routes' budgets: each family weighs one (chain_sum's mean 20, letter_counting's 100)
+    assert budgets[DEFAULT]["low"] == pytest.approx(2 * (60 + prompt))
+    per = problem_budgets({"h1": "arithmetic", "h2": "open"}, budgets)
+    assert per["h1"] == ("arithmetic", budgets["arithmetic"]) and per["h2"] == (DEFAULT, budgets[DEFAULT])
 
 
 def test_the_best_fixed_configuration_is_the_most_accurate_one_within_budget_and_none_is_greedy() -> None:
@@ -116,8 +128,10 @@ def test_the_best_fixed_configuration_is_the_most_accurate_one_within_budget_and
     outcomes = Outcomes.of(pools, price_all(PRICER, pools, CONFIGS), CONFIGS)
     members = [outcomes.stats[p.id] for p in pools]
     greedy_cost = members[0].configs[GREEDY].tokens
-    budgets = {ALL: {"none": greedy_cost, "minimal": greedy_cost, "high": 100 * greedy_cost}}
-    best = {b.effort: b for b in best_fixed(ALL, members, budgets, list(budgets[ALL]), outcomes)}
+    fitted = {"arithmetic": {"none": greedy_cost, "minimal": greedy_cost, "high": 100 * greedy_cost}}
+    budgets = problem_budgets({p.id: "arithmetic" for p in pools}, fitted)
+    best = {b.effort: b for b in best_fixed(members, budgets, list(fitted["arithmetic"]), outcomes)}
+    assert best["high"].budget == 100 * greedy_cost and best["high"].budget_from == ["arithmetic"]
     assert best["none"].config == GREEDY and best["none"].fits
     assert best["minimal"].summary.cost <= greedy_cost and best["minimal"].fits
     assert best["high"].summary.accuracy == max(
