@@ -34,7 +34,10 @@ _OPTIONAL_WHEN_EMPTY = ("judge_tokens", "judge_s")
 
 @dataclass(frozen=True)
 class Call:
-    """One policy call: how many candidates it drew, what it cost and how long it took."""
+    """One policy call: how many candidates it drew, what it cost and how long it took.
+    ``overlapped``: other calls shared the engine meanwhile, so ``wall_s`` is not this call's
+    own time (loadtests/pools/draw.py); ``longest``: the longest candidate's tokens, set where
+    the call's candidates are not stored (a latency probe's)."""
 
     n: int
     temperature: float
@@ -43,6 +46,17 @@ class Call:
     cached_tokens: int
     completion_tokens: int
     wall_s: float
+    overlapped: bool = False
+    longest: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form; the two later fields are left out at their defaults, so a chunk
+        drawn before they existed rewrites unchanged."""
+        data = asdict(self)
+        for name in ("overlapped", "longest"):
+            if not data[name]:
+                del data[name]
+        return data
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,7 @@ class Draw:
         return {
             "kind": self.kind,
             "candidates": [c.to_dict() for c in self.candidates],
-            "calls": [asdict(c) for c in self.calls],
+            "calls": [c.to_dict() for c in self.calls],
         }
 
     @property
@@ -111,7 +125,9 @@ class Draw:
 
 @dataclass(frozen=True)
 class ProblemPool:
-    """Every draw of one problem, with the problem itself (so pricing needs nothing else)."""
+    """Every draw of one problem, with the problem itself (so pricing needs nothing else), and
+    the latency probe of the sitting that drew it when its calls overlapped (the calls made
+    alone that the latency model is fitted on, :func:`~evaluation.pricing_table.fit_latency`)."""
 
     problem: dict[str, Any]  # Problem.to_dict()
     family: str
@@ -119,6 +135,7 @@ class ProblemPool:
     split: str
     task_type: str  # what services.common.task_type.classify_task says today
     draws: dict[str, Draw]
+    latency_probe: tuple[Call, ...] = ()
 
     @property
     def id(self) -> str:
@@ -133,7 +150,7 @@ class ProblemPool:
             "split": self.split,
             "task_type": self.task_type,
             "draws": {name: draw.to_dict() for name, draw in self.draws.items()},
-        }
+        } | ({"latency_probe": [c.to_dict() for c in self.latency_probe]} if self.latency_probe else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProblemPool:
@@ -144,7 +161,8 @@ class ProblemPool:
                 candidates=tuple(PoolCandidate(**c) for c in raw["candidates"]),
                 calls=tuple(Call(**c) for c in raw["calls"]),
             )
-        return cls(data["problem"], data["family"], data["kind"], data["split"], data["task_type"], draws)
+        probe = tuple(Call(**c) for c in data.get("latency_probe", ()))
+        return cls(data["problem"], data["family"], data["kind"], data["split"], data["task_type"], draws, probe)
 
 
 @dataclass(frozen=True)

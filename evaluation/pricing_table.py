@@ -1,6 +1,6 @@
 """Tables of priced configurations: every configuration on every problem of a pool, means per
 task kind and overall with bootstrap intervals over problems, the latency model fitted on the
-pool's own calls, and the cascade (small model, then the large one when the vote is unsettled).
+calls the pools' engine made alone, and the cascade (small model, then the large one when the vote is unsettled).
 """
 
 from __future__ import annotations
@@ -12,21 +12,31 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from evaluation.intervals import bootstrap_interval
-from evaluation.pools import ProblemPool
+from evaluation.pools import Call, ProblemPool
 from evaluation.pricing import Config, Estimate, LatencyModel, Pricer, mean_estimate
 
 
 def fit_latency(pools: Sequence[ProblemPool]) -> LatencyModel:
-    """Least squares of every call's wall seconds on (uncached prompt tokens, longest candidate's
+    """Least squares of calls' wall seconds on (uncached prompt tokens, longest candidate's
     tokens, that times the extra sequences), coefficients kept non-negative (a coefficient that
-    fits negative is dropped and the rest refitted)."""
+    fits negative is dropped and the rest refitted). The calls are those made alone: the pools'
+    calls that did not overlap others, and the latency probes of overlapped sittings (each
+    probe once, however many pools carry it)."""
     rows, walls = [], []
+    probes: dict[tuple[float, int, int, int], Call] = {}
     for pool in pools:
+        for probe in pool.latency_probe:
+            probes.setdefault((probe.wall_s, probe.n, probe.prompt_tokens, probe.longest), probe)
         for draw in pool.draws.values():
             for index, call in enumerate(draw.calls):
+                if call.overlapped:
+                    continue
                 longest = max((c.completion_tokens for c in draw.candidates if c.call == index), default=0)
                 rows.append([max(0, call.prompt_tokens - call.cached_tokens), longest, longest * (call.n - 1)])
                 walls.append(call.wall_s)
+    for probe in probes.values():
+        rows.append([max(0, probe.prompt_tokens - probe.cached_tokens), probe.longest, probe.longest * (probe.n - 1)])
+        walls.append(probe.wall_s)
     if not rows:
         return LatencyModel()
     x, y = np.array(rows, dtype=float), np.array(walls, dtype=float)

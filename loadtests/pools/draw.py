@@ -7,8 +7,16 @@ sampled ones, written from the program-of-thought strategy's own prompt
 :func:`~services.search.strategies.program.program_source`, run in the sandbox with its
 time limit, and keyed with its answer rules (``program_answer``, ``vote_key`` with the
 question's requested decimals). Per code problem: a greedy completion and ``k`` sampled ones,
-each scored by the hidden tests in the sandbox. Calls run one after another, so each call's
-wall time is its own (the latency model is fitted on them).
+each scored by the hidden tests in the sandbox.
+
+With ``overlap`` (what :class:`~loadtests.pools.run.PoolRun` asks for) a problem's calls run
+at once: greedy and sampled, chains of thought and programs (and the run overlaps the problems
+of a chunk), so the engine's
+continuous batch stays full instead of decoding a greedy sample or a long straggler alone.
+The candidates are the same draws (seeded); only the calls' wall seconds stop being their own,
+so each call says it overlapped and the latency model is fitted on the sitting's latency probe
+(:mod:`~loadtests.pools.latency_probe`) instead. Without it, calls run one after another as a
+strategy draws them and each call's wall time is its own.
 
 ``program_version`` fingerprints everything of the strategy a program pool depends on; a
 chunk drawn under another fingerprint is stale.
@@ -20,8 +28,9 @@ import asyncio
 import hashlib
 import inspect
 import time
+from collections.abc import Coroutine
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from evaluation.checkers import check_code, program_for
 from evaluation.datasets import Problem
@@ -35,6 +44,8 @@ from services.search.interfaces import ComponentError, Executor, GenerateCall, G
 from services.search.strategies import program as pot
 
 _STDOUT_KEPT = 2_000
+_T = TypeVar("_T")
+_U = TypeVar("_U")
 
 
 @dataclass(frozen=True)
@@ -75,11 +86,14 @@ class PoolDrawer:
     the sandbox stub that runs hidden tests."""
 
     def __init__(self, policy: Policy, executor: Executor, sandbox: sandbox_pb2_grpc.SandboxStub,
-                 settings: DrawSettings) -> None:  # fmt: skip
+                 settings: DrawSettings, *, overlap: bool = False,
+                 latency_probe: tuple[Call, ...] = ()) -> None:  # fmt: skip
         self._policy = policy
         self._executor = executor
         self._sandbox = sandbox
         self.settings = settings
+        self.overlap = overlap
+        self.latency_probe = latency_probe  # stored with every pool drawn (the sitting's probe)
 
     async def draw(self, problem: Problem, split: str) -> ProblemPool:
         family = family_of(problem)
@@ -88,11 +102,29 @@ class PoolDrawer:
         if problem.check == "code":
             draws["code"] = await self._draw(problem, "code", messages, self.settings.code_max_tokens)
         else:
-            draws["cot"] = await self._draw(problem, "cot", messages, self.settings.cot_max_tokens)
-            program = pot.program_messages(messages)
-            draws["program"] = await self._draw(problem, "program", program, self.settings.program_max_tokens)
+            cot = self._draw(problem, "cot", messages, self.settings.cot_max_tokens)
+            program = self._draw(problem, "program", pot.program_messages(messages), self.settings.program_max_tokens)
+            draws["cot"], draws["program"] = await self._both(cot, program)
         task_type = classify_task(estimation_text([("user", problem.question)], ""))
-        return ProblemPool(problem.to_dict(), family.name, family.kind, split, task_type, draws)
+        return ProblemPool(problem.to_dict(), family.name, family.kind, split, task_type, draws,
+                           latency_probe=self.latency_probe)  # fmt: skip
+
+    async def _both(self, first: Coroutine[Any, Any, _T], second: Coroutine[Any, Any, _U]) -> tuple[_T, _U]:
+        """Both results: at once with ``overlap`` (either failing cancels the other and its own
+        error is raised, not a group), else one after the other."""
+        if not self.overlap:
+            try:
+                a = await first
+            except BaseException:
+                second.close()
+                raise
+            return a, await second
+        try:
+            async with asyncio.TaskGroup() as group:
+                one, two = group.create_task(first), group.create_task(second)
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return one.result(), two.result()
 
     async def _generate(self, messages: tuple[Message, ...], seeds: list[int], temperature: float,
                         max_tokens: int, logprobs: bool) -> tuple[Generation, Call]:  # fmt: skip
@@ -106,16 +138,20 @@ class PoolDrawer:
             n=len(seeds), temperature=temperature, max_tokens=max_tokens,
             prompt_tokens=generation.prompt_tokens, cached_tokens=generation.cached_tokens,
             completion_tokens=sum(c.completion_tokens for c in generation.candidates), wall_s=round(wall, 4),
+            overlapped=self.overlap,
         )  # fmt: skip
         return generation, call
 
     async def _draw(self, problem: Problem, kind: DrawKind, messages: tuple[Message, ...], max_tokens: int) -> Draw:
-        """Greedy alone first (as the strategies draw it), then ``k`` sampled in one call; the
-        sampled chains of thought carry logprobs (self-consistency breaks ties with them)."""
+        """The greedy sample, then ``k`` sampled in one call (as the strategies draw them; at once
+        with ``overlap``); the sampled chains of thought carry logprobs (self-consistency breaks
+        ties with them)."""
         s = self.settings
         seeds = _seeds(problem.id, kind, s.seed, s.k + 1)
-        greedy, greedy_call = await self._generate(messages, seeds[:1], 0.0, max_tokens, False)
-        sampled, sampled_call = await self._generate(messages, seeds[1:], s.temperature, max_tokens, kind == "cot")
+        (greedy, greedy_call), (sampled, sampled_call) = await self._both(
+            self._generate(messages, seeds[:1], 0.0, max_tokens, False),
+            self._generate(messages, seeds[1:], s.temperature, max_tokens, kind == "cot"),
+        )
         drawn = [(c, 0, True) for c in greedy.candidates] + [(c, 1, False) for c in sampled.candidates]
         candidates = await asyncio.gather(
             *(self._judge(problem, kind, i, c, call, g) for i, (c, call, g) in enumerate(drawn))

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import SPLIT_SALT, Problem
-from evaluation.pools import DRAW_KINDS, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
+from evaluation.pools import DRAW_KINDS, Call, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
 from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
+from loadtests.pools.latency_probe import latency_probe
 from loadtests.pools.services import ROOT, Service, model_lock, policy_service, sandbox_service
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import sandbox_pb2_grpc
@@ -30,6 +31,10 @@ from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
 from services.search.interfaces import ComponentError
 
 DEFAULT_POOLS = ROOT / "docs" / "data" / "calibration" / "pools"
+
+
+# An overlapped chunk of two problems keeps up to 36 sequences of up to ~1.2k tokens in flight.
+DRAWER_KV_CACHE_TOKENS = 49_152
 
 
 class StaleSettings(RuntimeError):
@@ -134,6 +139,9 @@ class PoolRun:
     # With ``hours``: also drop the chunk in flight when the time is up (its problems are drawn
     # on the next run), so the limit is a wall-clock limit and not "no new chunk after".
     stop_at_deadline: bool = False
+    # Overlap a chunk's calls to keep the engine's batch full (loadtests/pools/draw.py); the
+    # sitting then starts with a latency probe (loadtests/pools/latency_probe.py).
+    overlap: bool = True
     _services: list[Service] = field(default_factory=list)
     _drawer_cache: PoolDrawer | None = None
 
@@ -170,6 +178,9 @@ class PoolRun:
                     "program_version": version, "settings": self.settings.as_dict(), "data": self.data,
                     "counts": counts(pools), "drawn_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "wall_s": round(wall, 1), "lock_wait_s": round(waited, 1), "loadavg": list(os.getloadavg()),
+                    "draw_mode": "overlapped" if self.overlap else "sequential",
+                    "completion_tokens": sum(c.completion_tokens for p in pools for d in p.draws.values()
+                                             for c in d.calls),
                 }  # fmt: skip
                 path = write_chunk(self.directory, self.split, seq, header, pools)
                 seq, drawn = seq + 1, drawn + len(pools)
@@ -184,7 +195,14 @@ class PoolRun:
 
     async def _draw_batch(self, batch: Sequence[Problem]) -> list[ProblemPool]:
         drawer = await self._drawer()
-        return [await self._draw_one(drawer, p) for p in batch]
+        if not self.overlap:
+            return [await self._draw_one(drawer, p) for p in batch]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._draw_one(drawer, p)) for p in batch]
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return [t.result() for t in tasks]
 
     async def _draw_one(self, drawer: PoolDrawer, problem: Problem, attempts: int = 3) -> ProblemPool:
         """One problem's pool; a failed service call (a policy restart, a sandbox outage) is
@@ -204,7 +222,9 @@ class PoolRun:
             return self._drawer_cache
         policy_target, sandbox_target = self.policy_target, self.sandbox_target
         if not policy_target:
-            service = await asyncio.to_thread(policy_service(self.model).start, 600.0)
+            service = await asyncio.to_thread(
+                policy_service(self.model, kv_cache_tokens=DRAWER_KV_CACHE_TOKENS).start, 600.0
+            )
             self._services.append(service)
             policy_target = service.target
         if not sandbox_target:
@@ -212,11 +232,18 @@ class PoolRun:
             self._services.append(service)
             sandbox_target = service.target
         self.log(f"policy at {policy_target}, sandbox at {sandbox_target}")
+        policy = GrpcPolicy(insecure_channel(policy_target), "", timeout=1800.0)
+        probe: tuple[Call, ...] = ()
+        if self.overlap:
+            probe = await latency_probe(policy, seed=self.settings.seed)
+            self.log("latency probe (calls alone): " + ", ".join(f"n={c.n} {c.wall_s:.1f}s" for c in probe))
         drawer = PoolDrawer(
-            GrpcPolicy(insecure_channel(policy_target), "", timeout=1800.0),
+            policy,
             GrpcExecutor(insecure_channel(sandbox_target)),
             sandbox_pb2_grpc.SandboxStub(insecure_channel(sandbox_target)),
             self.settings,
+            overlap=self.overlap,
+            latency_probe=probe,
         )
         self._drawer_cache = drawer
         return drawer

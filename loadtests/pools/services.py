@@ -92,7 +92,8 @@ class Service:
             self.proc.wait(5)
 
 
-def policy_service(model: str) -> Service:
+def policy_service(model: str, *, kv_cache_tokens: int = 0) -> Service:
+    """The policy on ``model``; ``kv_cache_tokens`` (0: the service's default) sizes its cache."""
     port = free_port()
     env = {
         "TTC_POLICY_HOST": "127.0.0.1",
@@ -100,6 +101,8 @@ def policy_service(model: str) -> Service:
         "TTC_POLICY_METRICS_PORT": str(free_port()),
         "TTC_POLICY_MODEL": model,
     }
+    if kv_cache_tokens:
+        env["TTC_POLICY_KV_CACHE_TOKENS"] = str(kv_cache_tokens)
     return Service("policy", env, port)
 
 
