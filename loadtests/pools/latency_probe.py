@@ -24,8 +24,9 @@ from evaluation.pools import Call
 from services.search.interfaces import GenerateCall, Message, Policy
 
 PROBE_MAX_TOKENS = 64
-# (sequences, prompt size in filler words): decode shapes, then prefill shapes
-PROBE_SHAPES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0), (1, 600), (1, 1200))
+# (sequences, prompt size in filler words of ~5 tokens): decode shapes, then prefill shapes of ~300
+# and ~900 prompt tokens (inside a 2k context window)
+PROBE_SHAPES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0), (1, 60), (1, 180))
 _TASK = "Count upwards from 1, separated by spaces, without stopping."
 
 
