@@ -49,6 +49,9 @@ def test_the_judge_scores_every_cot_and_program_candidate_and_table_prices_them(
     assert (tmp_path / CHUNKS[1]).read_bytes() == (POOLS / CHUNKS[1]).read_bytes()  # nothing to judge: untouched
     (note,) = products.header["judged"]
     assert note["judge"] == "orm" and note["model"] == "smollm2-135m" and note["scored"] == 10
+    # the verifier call's usage and seconds, shared out over the candidates it scored
+    assert all(c.judge_tokens["orm"] > 0 and c.judge_s["orm"] > 0 for c in scored)
+    assert sum(c.judge_tokens["orm"] for c in scored) == note["tokens"] > 0
     assert products.header["settings"] == read_chunk(POOLS / CHUNKS[0]).header["settings"]
     print(f"judged one problem's 10 candidates with the ORM in {seconds:.1f}s (services started included)")
 
