@@ -27,7 +27,7 @@ PROBE_MAX_TOKENS = 64
 # (sequences, prompt size in filler words of ~5 tokens): decode shapes, then prefill shapes of ~300
 # and ~900 prompt tokens (inside a 2k context window)
 PROBE_SHAPES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0), (1, 60), (1, 180))
-_TASK = "Count upwards from 1, separated by spaces, without stopping."
+_TASK = "Write out every whole number from 1 to 500 in words, separated by commas."  # runs to the cap
 
 
 def probe_messages(index: int, filler_words: int) -> tuple[Message, ...]:
