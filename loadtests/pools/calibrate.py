@@ -90,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="take the model lock per chunk (default: when the drawer starts the policy)")  # fmt: skip
     p.add_argument("--estimator", choices=["embedding", "none"], default="embedding",
                    help="difficulty estimator of the table (embedding: the gateway's zero-token ridge)")  # fmt: skip
+    p.add_argument("--sequential", action="store_true",
+                   help="make a problem's calls one after another (no overlap, no latency probe)")  # fmt: skip
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence of the priced votes")
     p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
     p.add_argument("--no-draw", action="store_true", help="only fit the table from the pools already drawn")
@@ -107,6 +109,7 @@ def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
         data=data_provenance("calibration", a.seed, a.per_family, families), chunk_size=1, hours=a.hours,
         policy_target=a.policy_target, sandbox_target=a.sandbox_target,
         lock=a.lock if a.lock is not None else not a.policy_target, stop_at_deadline=True,
+        overlap=not a.sequential,
     )  # fmt: skip
     return asyncio.run(run.run())
 

@@ -86,7 +86,7 @@ def cmd_draw(a: argparse.Namespace) -> int:
         model=a.model, split=split, problems=problems, directory=a.out or DEFAULT_POOLS / a.model,
         settings=settings, data=data_provenance(split, a.seed, a.per_family, _families(a)),
         chunk_size=a.chunk_size, redraw_stale=a.redraw_stale, hours=a.hours,
-        policy_target=a.policy_target, sandbox_target=a.sandbox_target,
+        policy_target=a.policy_target, sandbox_target=a.sandbox_target, overlap=not a.sequential,
     )  # fmt: skip
     try:
         asyncio.run(run.run())
@@ -209,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-problems", type=int, default=0, help="draw at most this many of the split (0: all)")
     p.add_argument("--hours", type=float, default=0.0, help="stop starting chunks after this long (0: no limit)")
     p.add_argument("--redraw-stale", action="store_true", help="re-draw chunks of another program version/settings")
+    p.add_argument("--sequential", action="store_true",
+                   help="make a chunk's calls one after another (no overlap, no latency probe: each call's own "
+                        "wall time fits the latency model)")  # fmt: skip
     p.add_argument("--policy-target", default="", help="a running policy service (default: start one)")
     p.add_argument("--sandbox-target", default="", help="a running sandbox service (default: start one)")
     calibrate.add_arguments(

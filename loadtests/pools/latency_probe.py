@@ -1,13 +1,14 @@
 """A latency probe: policy calls made alone, so the pools' latency model has clean data.
 
 The drawer overlaps a problem's calls (greedy and sampled, chains of thought and programs,
-the problems of a chunk) to keep the engine's batch full: on two cores that draws the same
-candidates in far less wall time, but an overlapped call's wall seconds are not what that
-call takes alone, which is what :class:`~evaluation.pricing.LatencyModel` predicts (a strategy
-draws its greedy sample alone, then its sampled ones in one call). So each sitting of the
+the problems of a chunk) to keep the engine's batch full: that draws the same candidates in
+less wall time (about a tenth less on two cores, docs/effort-ladder.md), but an overlapped
+call's wall seconds are not what that call takes alone, which is what
+:class:`~evaluation.pricing.LatencyModel` predicts (a strategy draws its greedy sample
+alone, then its sampled ones in one call). So each sitting of the
 drawer first runs this probe, one call at a time, over the shapes the model has terms for:
 batch sizes 1 to 16 on a short prompt (decode step and per-sequence cost) and one sequence on
-long prompts (prefill). The calls are stored with every pool the sitting draws
+a long prompt (prefill). The calls are stored with every pool the sitting draws
 (``ProblemPool.latency_probe``) and the latency model is fitted on them and on the pools'
 calls that did not overlap (:func:`~evaluation.pricing_table.fit_latency`).
 
@@ -23,10 +24,11 @@ from collections.abc import Sequence
 from evaluation.pools import Call
 from services.search.interfaces import GenerateCall, Message, Policy
 
-PROBE_MAX_TOKENS = 64
-# (sequences, prompt size in filler words of ~5 tokens): decode shapes, then prefill shapes of ~300
-# and ~900 prompt tokens (inside a 2k context window)
-PROBE_SHAPES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0), (1, 60), (1, 180))
+PROBE_MAX_TOKENS = 32
+# (sequences, prompt size in filler words of ~5 tokens): decode shapes, then a prefill shape of
+# ~600 prompt tokens (inside a 2k context window). Four calls for the model's three terms: small,
+# because a short ``make calibrate`` pays for it (about 40 s on two cores for seven calls of 64).
+PROBE_SHAPES: tuple[tuple[int, int], ...] = ((1, 0), (4, 0), (16, 0), (1, 120))
 _TASK = "Write out every whole number from 1 to 500 in words, separated by commas."  # runs to the cap
 
 

@@ -71,7 +71,7 @@ def test_the_probe_runs_each_shape_alone_on_prompts_of_its_own() -> None:
     assert all(c.longest == 3 and c.completion_tokens == 3 * c.n and not c.overlapped for c in calls)
     texts = {probe_messages(i, f)[0].content for i, (_, f) in enumerate(PROBE_SHAPES)}
     assert len(texts) == len(PROBE_SHAPES)  # no prompt is another's cached prefix
-    assert len(probe_messages(5, 180)[0].content.split()) > 180
+    assert len(probe_messages(5, 120)[0].content.split()) > 120
 
 
 def test_the_latency_model_is_fitted_on_calls_made_alone() -> None:
