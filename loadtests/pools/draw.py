@@ -28,7 +28,7 @@ import asyncio
 import hashlib
 import inspect
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -46,6 +46,17 @@ from services.search.strategies import program as pot
 _STDOUT_KEPT = 2_000
 _T = TypeVar("_T")
 _U = TypeVar("_U")
+
+
+async def all_at_once(coroutines: Sequence[Coroutine[Any, Any, Any]]) -> list[Any]:
+    """Every result, the coroutines run at once; the first failure cancels the rest and is
+    raised itself, not as an exception group (callers retry on ``ComponentError``)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in coroutines]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [t.result() for t in tasks]
 
 
 @dataclass(frozen=True)
@@ -119,12 +130,8 @@ class PoolDrawer:
                 second.close()
                 raise
             return a, await second
-        try:
-            async with asyncio.TaskGroup() as group:
-                one, two = group.create_task(first), group.create_task(second)
-        except ExceptionGroup as failed:
-            raise failed.exceptions[0] from None
-        return one.result(), two.result()
+        one, two = await all_at_once([first, second])
+        return one, two  # type: ignore[return-value]
 
     async def _generate(self, messages: tuple[Message, ...], seeds: list[int], temperature: float,
                         max_tokens: int, logprobs: bool) -> tuple[Generation, Call]:  # fmt: skip

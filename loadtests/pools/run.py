@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluation.datasets import SPLIT_SALT, Problem
 from evaluation.pools import DRAW_KINDS, Call, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
-from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
+from loadtests.pools.draw import DrawSettings, PoolDrawer, all_at_once, program_version
 from loadtests.pools.latency_probe import latency_probe
 from loadtests.pools.services import ROOT, Service, model_lock, policy_service, sandbox_service
 from services.common.grpc_client import insecure_channel
@@ -197,12 +197,7 @@ class PoolRun:
         drawer = await self._drawer()
         if not self.overlap:
             return [await self._draw_one(drawer, p) for p in batch]
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._draw_one(drawer, p)) for p in batch]
-        except ExceptionGroup as failed:
-            raise failed.exceptions[0] from None
-        return [t.result() for t in tasks]
+        return await all_at_once([self._draw_one(drawer, p) for p in batch])
 
     async def _draw_one(self, drawer: PoolDrawer, problem: Problem, attempts: int = 3) -> ProblemPool:
         """One problem's pool; a failed service call (a policy restart, a sandbox outage) is
