@@ -354,24 +354,22 @@ def redeliver(stack: GatewayStack, job_id: str) -> None:
     from services.jobs import events as ev
     from services.jobs.celery_app import make_celery
 
-    before = stack.metric(
-        f"http://127.0.0.1:{stack.worker_metrics_ports[0]}/metrics", "ttc_orchestrator_redeliveries_total"
-    )
+    worker_metrics = f"http://127.0.0.1:{stack.worker_metrics_ports[0]}/metrics"
+
+    def skipped() -> float:
+        return stack.metric(worker_metrics, "ttc_orchestrator_redeliveries_total", action="skipped")
+
+    # Counted per action: a "deferred" redelivery earlier in the run must not hide this one.
+    before = skipped()
     celery = make_celery(stack.redis.url, stack.queue, 8)
     payload = ev.encode_job(orchestrator_pb2.SearchJob(job_id=job_id, model=MODEL))
     celery.send_task(ev.SEARCH_TASK, args=[payload], queue=stack.queue)
-    stack.wait_for(
-        lambda: (
-            stack.metric(
-                f"http://127.0.0.1:{stack.worker_metrics_ports[0]}/metrics",
-                "ttc_orchestrator_redeliveries_total",
-                action="skipped",
-            )
-            > before
-        ),
-        timeout=30,
-        what="the redelivered job to be skipped",
-    )
+    try:
+        # Generous: on a loaded CI host the worker may still be finishing the searches' tails.
+        stack.wait_for(lambda: skipped() > before, timeout=90, what="the redelivered job to be skipped")
+    except TimeoutError as exc:
+        tail = stack.workers[0].log_path.read_text(errors="replace")[-3000:]
+        raise TimeoutError(f"{exc}; queue length {stack.queue_length()}; worker log tail:\n{tail}") from exc
 
 
 @dataclass
