@@ -153,6 +153,8 @@ def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply:
         "strategy": str(ext.get("strategy") or ""), "termination": str(ext.get("termination") or ""),
         "candidates": int(ext.get("candidates_generated") or 0), "finish_reason": reply.finish_reason,
         "trace_id": str(ext.get("trace_id") or ""), "error": reply.error, "error_kind": reply.error_kind,
+        # The served ``ttc.confidence``: with the verdict, a check that live confidence is calibrated.
+        "confidence": ext.get("confidence"),
     }  # fmt: skip
     if reply.error:
         return record
