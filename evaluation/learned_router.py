@@ -38,6 +38,7 @@ from evaluation.route_fit import (
     _strictly_rising,
     budgets_for,
     choose,
+    configs_of,
     covering,
     family_stats,
 )
@@ -151,17 +152,17 @@ def route_table(
     test_bins = [_bin(float(d), edges) for d in ridge.predict(np.vstack([p.features for p in test]))]
     text = [p for p in train if p.text] or list(train)
     per_family = family_stats([p.stats for p in text], {p.stats.problem_id: p.family for p in text})
-    default = {e: c.config for e, c in choose(per_family, budgets_for(per_family, multiples)).items()}
+    default = configs_of(choose(per_family, budgets_for(per_family, multiples)))
     tables: dict[str, dict[str, dict[str, str]]] = {}
     for task in sorted({p.task for p in train}):
         members = [p.stats for p in train if p.task == task]
         budgets = budgets_for(members, multiples)
-        overall = {e: c.config for e, c in choose(members, budgets).items()}
+        overall = configs_of(choose(members, budgets, default))
         per_bin = {name: dict(overall) for name, _ in edges}
         for name, _ in edges:
             inside = [m for m in members if bin_of[m.problem_id] == name]
             if min_bin_problems <= len(inside) < len(members):
-                per_bin[name] = {e: c.config for e, c in choose(inside, budgets).items()}
+                per_bin[name] = configs_of(choose(inside, budgets, overall))
         tables[task] = per_bin
     out = []
     for p, b in zip(test, test_bins, strict=True):

@@ -51,6 +51,7 @@ from evaluation.intervals import bootstrap_interval
 from evaluation.pools import Chunk, ProblemPool
 from evaluation.pricing import Config, Estimate, Pricer
 from evaluation.pricing_table import price_all
+from evaluation.route_choice import DEFAULT_Z, choose_stable
 from services.common.difficulty_features import FEATURE_SET, estimation_text
 from services.common.task_type import TaskType, classify_task
 
@@ -72,6 +73,7 @@ class FitSettings:
     min_bin_problems: int = 3
     min_task_problems: int = 1
     bins: tuple[str, ...] = BIN_NAMES
+    switch_z: float = DEFAULT_Z  # a route leaves its parent's or lower effort's choice only by this margin
     ridge_alpha: float = 10.0
     seed: int = 0
 
@@ -210,16 +212,25 @@ def budgets_for(stats: Sequence[ProblemStats], multiples: Mapping[str, float]) -
     return effort_budgets(stats, GREEDY, multiples)
 
 
-def choose(stats: Sequence[ProblemStats], budgets: Mapping[str, float]) -> dict[str, Choice]:
-    """Per effort, calibration's choice among the configurations priced on all of ``stats``;
-    ``none`` is the greedy sample."""
+def choose(
+    stats: Sequence[ProblemStats], budgets: Mapping[str, float], parent: Mapping[str, str] | None = None,
+    z: float = DEFAULT_Z,
+) -> dict[str, Choice]:  # fmt: skip
+    """Per effort, the stable choice (:func:`~.route_choice.choose_stable`: from the parent
+    group's choice or the previous effort's, moved only by a paired margin) among the
+    configurations priced on all of ``stats``; ``none`` is the greedy sample."""
     configs = covering(stats)
     if GREEDY not in configs:
         raise ValueError("the greedy sample is not priced on every problem: budgets have no base")
-    out = {effort: _best(stats, configs, budget) for effort, budget in budgets.items()}
+    out = choose_stable(stats, configs, budgets, start=GREEDY, parent=parent, z=z)
     if "none" in out:
         out["none"] = _best(stats, [GREEDY], math.inf)
     return out
+
+
+def configs_of(choices: Mapping[str, Choice]) -> dict[str, str]:
+    """Effort -> configuration label of ``choices`` (a parent for :func:`choose`)."""
+    return {effort: c.config for effort, c in choices.items()}
 
 
 # ------------------------------------------------------------------------------ expectations
@@ -286,7 +297,7 @@ def fit(
 
     text = [st for st, p in zip(stats, pools, strict=True) if "code" not in p.draws] or list(stats)
     per_family = family_stats(text, family_of)
-    default = choose(per_family, budgets_for(per_family, s.multiples))
+    default = choose(per_family, budgets_for(per_family, s.multiples), z=s.switch_z)
     families = len(per_family)
     routes = {
         effort: {ANY_BIN: ctx.route(c.config, text, f"default: best on average across {families} families")}
@@ -298,7 +309,7 @@ def fit(
         members = [st for st in stats if task_of[st.problem_id] == task]
         if len(members) < s.min_task_problems:
             continue
-        task_routes[task] = _task_routes(ctx, task, members, edges, bin_of, s, chosen)
+        task_routes[task] = _task_routes(ctx, task, members, edges, bin_of, s, chosen, configs_of(default))
     for st in stats:
         if task_of[st.problem_id] not in task_routes:
             chosen[st.problem_id] = {effort: c.config for effort, c in default.items()}
@@ -325,19 +336,19 @@ def fit(
 
 def _task_routes(
     ctx: _Context, task: str, members: Sequence[ProblemStats], edges: Sequence[tuple[str, float]],
-    bin_of: Mapping[str, str], s: FitSettings, chosen: dict[str, dict[str, str]],
+    bin_of: Mapping[str, str], s: FitSettings, chosen: dict[str, dict[str, str]], parent: Mapping[str, str],
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """A task type's routes per effort: per bin where the bin holds ``min_bin_problems``, the
     task type's all-problem choice elsewhere; one ``*`` route when no bin has routes of its own.
     A binned task type is binned at every effort (``none`` too), so each bin's figures are over
     the same problems from one effort to the next and its ladder can be read down the card."""
     budgets = budgets_for(members, s.multiples)
-    overall = choose(members, budgets)
+    overall = choose(members, budgets, parent, s.switch_z)
     per_bin: dict[str, tuple[list[ProblemStats], dict[str, Choice]]] = {}
     for name, _ in edges:
         inside = [m for m in members if bin_of.get(m.problem_id) == name]
         if len(inside) >= s.min_bin_problems and len(inside) < len(members):
-            per_bin[name] = (inside, choose(inside, budgets))
+            per_bin[name] = (inside, choose(inside, budgets, configs_of(overall), s.switch_z))
     out: dict[str, dict[str, Any]] = {}
     for effort, choice in overall.items():
         labels = {name: per_bin[name][1][effort].config if name in per_bin else choice.config for name, _ in edges}

@@ -1,0 +1,123 @@
+"""Which configuration each effort routes to, chosen so that noise does not pick it (issue 21,
+"no step down", "routed within 3 points of the best fixed configuration").
+
+The plain rule (the best mean accuracy within the budget, ties to fewer tokens) is a maximum
+over many noisy means: on a group of four calibration problems, one lucky configuration wins,
+the next effort's maximum is another lucky one, and on held-out problems the ladder steps down
+where calibration said it climbed. Two guards, both a paired comparison on the group's own
+problems:
+
+- **Shrink to the parent.** A group with a parent (a task type's bin under the task type, a
+  task type under the across-family default) starts each effort from the parent's choice, and
+  leaves it only for a configuration that beats it by a paired margin on the group's problems.
+  Few problems rarely clear the margin, so a small group inherits the pooled decision.
+- **Climb, never fall.** Each effort starts from the previous effort's choice (it fits the
+  larger budget: budgets never fall) and leaves it only for a configuration that beats it by
+  the same margin. So calibration's ladder never steps down, and it steps up only where the
+  data say it pays.
+
+A configuration that is no worse on every problem and cheaper on average (it dominates) needs
+no margin: taking it costs nothing on these problems.
+
+The margin is one-sided: the mean paired difference must exceed ``z`` standard errors (and be
+positive). With ``z = 0`` this is the plain rule restricted to improvements. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from evaluation.calibration import Choice, ProblemStats
+
+DEFAULT_Z = 1.0  # one standard error: about 84% one-sided, loose enough to move on 10+ problems
+
+
+def summarize(stats: Sequence[ProblemStats], config: str) -> Choice:
+    """The configuration's mean accuracy and cost on ``stats`` (every one must price it)."""
+    measured = [s.configs[config] for s in stats]
+    return Choice(
+        config, float(np.mean([m.accuracy for m in measured])), float(np.mean([m.tokens for m in measured])),
+        len(measured),
+    )  # fmt: skip
+
+
+def beats(stats: Sequence[ProblemStats], challenger: str, incumbent: str, z: float = DEFAULT_Z) -> bool:
+    """Does ``challenger`` beat ``incumbent`` on ``stats`` by more than ``z`` standard errors of
+    the paired per-problem difference? Needs two problems at least (one has no spread)."""
+    if challenger == incumbent or len(stats) < 2:
+        return False
+    diffs = np.array([s.configs[challenger].accuracy - s.configs[incumbent].accuracy for s in stats])
+    mean = float(diffs.mean())
+    if mean <= 0.0:
+        return False
+    se = float(diffs.std(ddof=1)) / math.sqrt(len(diffs))
+    return mean > z * se
+
+
+def dominates(stats: Sequence[ProblemStats], challenger: str, incumbent: str) -> bool:
+    """At least as accurate as ``incumbent`` on every problem, and cheaper on average: taking it
+    costs nothing on these problems, so no margin is asked."""
+    if challenger == incumbent:
+        return False
+    no_worse = all(s.configs[challenger].accuracy >= s.configs[incumbent].accuracy for s in stats)
+    return no_worse and summarize(stats, challenger).tokens < summarize(stats, incumbent).tokens
+
+
+def challenge(
+    stats: Sequence[ProblemStats], configs: Sequence[str], incumbent: str, budget: float, z: float = DEFAULT_Z
+) -> Choice:
+    """The incumbent, unless a configuration within ``budget`` beats it (:func:`beats`) or
+    dominates it (:func:`dominates`); among those, the best mean accuracy (ties to fewer tokens)."""
+    best = summarize(stats, incumbent)
+    for config in configs:
+        choice = summarize(stats, config)
+        if choice.tokens > budget:
+            continue
+        if not (beats(stats, config, incumbent, z) or dominates(stats, config, incumbent)):
+            continue
+        if best.config == incumbent or (choice.accuracy, -choice.tokens) > (best.accuracy, -best.tokens):
+            best = choice
+    return best
+
+
+def cheapest(stats: Sequence[ProblemStats], configs: Sequence[str]) -> str:
+    """The configuration with the fewest mean tokens on ``stats`` (the start when no parent)."""
+    return min(configs, key=lambda c: (summarize(stats, c).tokens, c))
+
+
+def _takes_over(stats: Sequence[ProblemStats], inherited: str, incumbent: str, budget: float, *, first: bool) -> bool:
+    """The parent's choice replaces the climbing incumbent when it fits the budget and, past the
+    first effort, is no worse on these problems (so taking it never steps down)."""
+    mine = summarize(stats, inherited)
+    return mine.tokens <= budget and (first or mine.accuracy >= summarize(stats, incumbent).accuracy)
+
+
+def choose_stable(
+    stats: Sequence[ProblemStats], configs: Sequence[str], budgets: Mapping[str, float], *, start: str,
+    parent: Mapping[str, str] | None = None, z: float = DEFAULT_Z,
+) -> dict[str, Choice]:  # fmt: skip
+    """Per effort, in the budgets' order (which never fall): the choice among ``configs``
+    (each priced on every one of ``stats``). The first effort's incumbent is ``start`` (one
+    greedy sample) unless a parent choice is given; later ones the previous effort's choice.
+    A parent's choice for an effort, when this group prices it and it fits the budget, is
+    taken over the climbing incumbent when it is no worse on these problems than it."""
+    out: dict[str, Choice] = {}
+    incumbent = start
+    for effort, budget in budgets.items():
+        candidate = incumbent
+        inherited = (parent or {}).get(effort)
+        if (
+            inherited is not None
+            and inherited in configs
+            and _takes_over(stats, inherited, incumbent, budget, first=not out)
+        ):
+            candidate = inherited
+        if summarize(stats, candidate).tokens > budget and not out:
+            candidate = cheapest(stats, configs)  # nothing fits the first budget: the cheapest is honest
+        choice = challenge(stats, configs, candidate, budget, z)
+        out[effort] = choice
+        incumbent = choice.config
+    return out
