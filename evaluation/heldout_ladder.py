@@ -54,9 +54,15 @@ def route_key(route: Mapping[str, Any]) -> str:
     return json.dumps(key, sort_keys=True)
 
 
-def label_index(configs: Sequence[Config], pools: Sequence[ProblemPool]) -> dict[str, str]:
-    """Route key -> the configuration's label, for every configuration a route can run."""
-    return {route_key(route_of(c, pools)): label_of(c) for c in configs if c.family not in NOT_ROUTABLE}
+def label_index(
+    configs: Sequence[Config], pools: Sequence[ProblemPool], live: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, str]:
+    """Route key -> the configuration's label, for every configuration a route can run, and
+    for each live configuration's route (``live``: label -> route). Held-out pools cannot price
+    a live configuration, so a problem routed to one counts as unpriced (not measured on
+    held-out), never wrong."""
+    index = {route_key(route_of(c, pools)): label_of(c) for c in configs if c.family not in NOT_ROUTABLE}
+    return index | {route_key(route): label for label, route in (live or {}).items()}
 
 
 def routed_labels(

@@ -48,6 +48,8 @@ from evaluation.calibration import (
     quantile_edges,
 )
 from evaluation.intervals import bootstrap_interval
+from evaluation.live_join import LiveSet, join
+from evaluation.live_join import provenance as live_provenance
 from evaluation.pools import Chunk, ProblemPool
 from evaluation.pricing import Config, Estimate, Pricer
 from evaluation.pricing_table import price_all
@@ -263,9 +265,17 @@ class _Context:
     latency: dict[tuple[str, str], float]
     source: str
     seed: int
+    live: LiveSet | None = None
+    imputed: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # live label -> problem -> group
 
     def route(self, label: str, members: Sequence[ProblemStats], where: str) -> dict[str, Any]:
-        route = route_of(self.configs[label], self.pools)
+        if self.live is not None and label in self.live.routes:
+            route = dict(self.live.routes[label])
+            guessed = sum(1 for m in members if m.problem_id in self.imputed.get(label, {}))
+            where += (f"; {label} measured live ({self.live.source}) on {len(members) - guessed}, imputed by the "
+                      f"difference estimator on {guessed}")  # fmt: skip
+        else:
+            route = route_of(self.configs[label], self.pools)
         source = f"{self.source}; {where}, {len(members)} problems"
         route["expected"] = expectation(label, members, self.latency, source, self.seed)
         return route
@@ -274,12 +284,13 @@ class _Context:
 def fit(
     pools: Sequence[ProblemPool], pricer: Pricer, configs: Sequence[Config], *,
     features: np.ndarray | None = None, settings: FitSettings | None = None,
-    provenance: Mapping[str, Any] | None = None, source: str = "pools",
+    provenance: Mapping[str, Any] | None = None, source: str = "pools", live: LiveSet | None = None,
 ) -> Fit:  # fmt: skip
     """Fit the routing table on ``pools``. ``features``: one ``difficulty_features`` row per pool
     (``evaluation.embeddings.feature_rows`` of the questions) for the embedding estimator;
     without them the table has no estimator and one route per effort. ``source`` names the
-    pools in every route's ``expected``."""
+    pools in every route's ``expected``. ``live``: sequential and tree configurations measured
+    live, competing where measured or imputed (:mod:`~.live_join`)."""
     s = settings or FitSettings()
     if not pools:
         raise ValueError("no calibration pools to fit routes on")
@@ -287,9 +298,10 @@ def fit(
     stats = problem_stats(pools, priced, configs, s.prefill_weight)
     by_label = {label_of(c): c for c in configs if c.family not in NOT_ROUTABLE}
     latency = {(pid, label_of(c)): e.latency_s for c in configs for pid, e in priced.get(c.name, {}).items()}
-    ctx = _Context(pools, by_label, latency, source, s.seed)
     task_of = {p.id: task_type_of(p) for p in pools}
     family_of = {p.id: p.family for p in pools}
+    imputed = join(stats, live, GREEDY, [family_of, task_of], latency, s.prefill_weight) if live else {}
+    ctx = _Context(pools, by_label, latency, source, s.seed, live, imputed)
 
     estimator, bins, difficulty = _estimator(pools, stats, features, s)
     edges = [(b["name"], b["max"]) for b in bins]
@@ -317,7 +329,11 @@ def fit(
     table = {
         "version": TABLE_VERSION,
         "description": _description(pools, task_routes, families),
-        "provenance": {**(provenance or {}), **_counts(pools, task_of)},
+        "provenance": {
+            **(provenance or {}),
+            **_counts(pools, task_of),
+            **({"live": live_provenance(live, imputed)} if live else {}),
+        },
         "estimator": estimator,
         "difficulty_bins": bins,
         "routes": routes,

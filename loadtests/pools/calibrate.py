@@ -28,6 +28,7 @@ from typing import Any
 
 from evaluation.datasets import Problem
 from evaluation.embeddings import feature_rows
+from evaluation.live_join import LiveSet
 from evaluation.pools import ProblemPool, iter_chunks, read_pools
 from evaluation.pricing import Config, Pricer, StopRule
 from evaluation.pricing_table import default_configs, fit_latency, judges_in
@@ -35,6 +36,7 @@ from evaluation.problemset import FAMILIES, TASK_KINDS, build_problem_set, check
 from evaluation.provenance import git_describe
 from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source_line
 from loadtests.pools.draw import DrawSettings
+from loadtests.pools.live import DEFAULT_LIVE, live_set
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
 
@@ -131,14 +133,17 @@ class FittedPools:
     pools: list[ProblemPool]
     pricer: Pricer
     configs: list[Config]
+    live: LiveSet | None = None
 
 
 def fit_pools(
     pools_dir: Path, model: str, *, estimator: str = "embedding", confidence: float = 0.9, limit: int = 64,
-    seed: int = 0,
+    seed: int = 0, live_dir: Path | None = None,
 ) -> FittedPools:  # fmt: skip
     """Price and fit on every calibration pool in ``pools_dir``: the one fit ``calibrate`` writes
-    and ``heldout`` scores (so the two can never disagree on what was fitted)."""
+    and ``heldout`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
+    live records of sequential and tree strategies (default ``docs/data/calibration/live/<model>``
+    when it exists), competing in the fit (:mod:`evaluation.live_join`)."""
     pools = read_pools(pools_dir, "calibration")
     if not pools:
         raise SystemExit(f"error: no calibration pools in {pools_dir}: draw some first (a longer --hours?)")
@@ -152,9 +157,11 @@ def fit_pools(
     features = feature_rows([str(p.problem["question"]) for p in pools]) if estimator == "embedding" else None
     source = source_line(label, pools, provenance["program_version"])
     configs = default_configs(k, judges_in(pools))
+    live_dir = live_dir or DEFAULT_LIVE / model
+    live = live_set(live_dir, relative_to_root(live_dir)) if live_dir.is_dir() else None
     result = fit(pools, pricer, configs, features=features, settings=FitSettings(seed=seed), provenance=provenance,
-                 source=source)  # fmt: skip
-    return FittedPools(result, pools, pricer, configs)
+                 source=source, live=live)  # fmt: skip
+    return FittedPools(result, pools, pricer, configs, live)
 
 
 def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:

@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,heldout}``.
+"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,live,heldout}``.
 
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
@@ -9,7 +9,8 @@ pools and prints accuracy with 95% bootstrap intervals, generated and prompt tok
 latency estimate, per task kind and overall; ``calibrate`` draws within a time limit on a
 running policy and writes ``routing.<model>.json`` (:mod:`loadtests.pools.calibrate`,
 ``make calibrate``); ``validate`` runs priced configurations live through the gateway and
-reports whether the pools' estimate agrees (:mod:`loadtests.pools.validate`); ``heldout``
+reports whether the pools' estimate agrees (:mod:`loadtests.pools.validate`); ``live`` runs the
+sequential and tree strategies live on a stratified calibration subset (:mod:`loadtests.pools.live`); ``heldout``
 fits the routing as ``calibrate`` does and scores the ladder on the held-out pools, with the
 Must-show checks (:mod:`loadtests.pools.heldout`).
 """
@@ -40,7 +41,7 @@ from evaluation.pricing_table import (
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
 from evaluation.provenance import provenance
-from loadtests.pools import calibrate, heldout, validate
+from loadtests.pools import calibrate, heldout, live, validate
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
@@ -220,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_arguments(
         sub.add_parser("validate", help="run priced configurations live through the gateway; compare (resumes)")
     )
+    live.add_arguments(
+        sub.add_parser("live", help="run sequential and tree strategies live on a stratified calibration subset")
+    )
     heldout.add_arguments(
         sub.add_parser("heldout", help="fit routing on calibration pools, score the ladder on held-out pools")
     )
@@ -241,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
-        "calibrate": calibrate.run, "validate": validate.run, "heldout": heldout.run,
+        "calibrate": calibrate.run, "validate": validate.run, "live": live.run,
+        "heldout": heldout.run,
     }  # fmt: skip
     return handlers[a.command](a)

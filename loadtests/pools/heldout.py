@@ -124,8 +124,8 @@ def run(a: argparse.Namespace) -> int:
         print(f"error: no held-out pools in {pools_dir} (held-out: 0 of {size} drawn)")
         return 1
     routes = route_questions(table, {p.id: str(p.problem["question"]) for p in heldout}, efforts)
-    labels = routed_labels({e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()},
-                           label_index(fitted.configs, fitted.pools))  # fmt: skip
+    index = label_index(fitted.configs, fitted.pools, fitted.live.routes if fitted.live else None)
+    labels = routed_labels({e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()}, index)
     sources = {e: {pid: r.expected.source.split("; ", 1)[-1] for pid, r in per.items() if r.expected}
                for e, per in routes.items()}  # fmt: skip
     pricer = Pricer(fit_latency(heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)

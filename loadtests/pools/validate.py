@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -200,18 +200,21 @@ class Validation:
     def log(self, message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
 
-    def prepare(self) -> tuple[list[ProblemPool], dict[str, tuple[Config, GatewayPin]], dict[str, Any], str]:
-        pools = read_pools(self.pools_dir, self.split)
+    def pools(self) -> tuple[list[ProblemPool], dict[str, Any], str]:
+        """The split's pools, their draw settings and model sha256 (refused for another model)."""
         settings, sha = pool_settings(self.pools_dir, self.split)
-        mine = model_sha256(self.model)
-        if sha != mine:
+        if sha != (mine := model_sha256(self.model)):
             raise ValidationError(f"{self.pools_dir} was drawn from model sha256 {sha}, {self.model} is {mine}")
+        return read_pools(self.pools_dir, self.split), settings, sha
+
+    def prepare(self) -> tuple[list[ProblemPool], Mapping[str, tuple[Config | None, GatewayPin]], dict[str, Any], str]:
+        pools, settings, sha = self.pools()
         k = min(len(d.sampled) for p in pools for d in p.draws.values())
         configs = resolve_configs(self.configs, k, settings, self.confidence)
         return chosen_pools(pools, [c for c, _ in configs.values()], self.limit), configs, settings, sha
 
     def settings_header(
-        self, settings: dict[str, Any], configs: dict[str, tuple[Config, GatewayPin]]
+        self, settings: dict[str, Any], configs: Mapping[str, tuple[Config | None, GatewayPin]]
     ) -> dict[str, Any]:
         return {
             "pool_settings": settings, "effort": self.effort, "seed": self.seed, "confidence": self.confidence,
@@ -274,7 +277,7 @@ class Validation:
         }  # fmt: skip
         return write_records(self.out, self.split, seq, header, done)
 
-    async def _send_batch(self, batch: Sequence[tuple[ProblemPool, str]], configs: dict[str, tuple[Config, GatewayPin]],
+    async def _send_batch(self, batch: Sequence[tuple[ProblemPool, str]], configs: Mapping[str, tuple[Any, GatewayPin]],
                           deadline: float | None, done: list[dict[str, Any]]) -> None:  # fmt: skip
         """One after another, so each latency is the request's own (as the pools' calls are);
         each finished record is appended to ``done`` at once."""
