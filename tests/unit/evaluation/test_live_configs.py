@@ -13,7 +13,8 @@ from evaluation.pricing import Estimate
 from evaluation.route_fit import GREEDY, Fit, fit
 from evaluation.simulator_check import LiveRecord
 from services.gateway.routing import Route
-from services.search.strategies import REGISTRY
+from services.search.strategies import REGISTRY, build
+from services.search.strategies.config import Sampling, StrategyInput
 from tests.unit.evaluation.test_route_fit import FREE, configs, text_pool
 
 SETTINGS = {"temperature": 0.7, "cot_max_tokens": 100}
@@ -29,6 +30,14 @@ def test_every_live_name_pins_a_registered_strategy_with_the_pools_sampling() ->
         "strategy": "beam_search", "n": 4, "token_budget": 600, "params": {"max_steps": 6}}  # fmt: skip
     with pytest.raises(UnknownLive):
         live_pin("beam@5", SETTINGS)
+
+
+def test_every_live_pin_is_a_strategy_configuration_the_orchestrator_accepts() -> None:
+    """The strategies validate their parameters (unknown keys refused): each pin builds."""
+    for name in LIVE_CONFIGS:
+        pin = live_pin(name, SETTINGS)
+        sampling = Sampling(temperature=pin.temperature, max_tokens=pin.max_tokens)
+        assert build(pin.strategy, StrategyInput(n=pin.n, params=pin.params, sampling=sampling)).name == pin.strategy
 
 
 def test_records_become_estimates_and_errors_are_excluded_not_wrong() -> None:
