@@ -58,6 +58,7 @@ class Problem:
     task: str
     family: str
     text: bool
+    kind: str = ""  # the pool's task kind (held-out figures are grouped by it)
 
 
 # ------------------------------------------------------------------------------ predictors
@@ -108,10 +109,12 @@ def _scope(train: Sequence[Problem], task: str) -> list[Problem]:
 
 def route_learned(
     train: Sequence[Problem], test: Sequence[Problem], predictor: Predictor,
-    multiples: Mapping[str, float] = BUDGET_MULTIPLES,
+    multiples: Mapping[str, float] = BUDGET_MULTIPLES, shrink: float = 0.0,
 ) -> list[dict[str, str]]:  # fmt: skip
     """Per test problem and effort, the configuration with the best predicted accuracy among
-    those applicable to it whose mean cost in its scope fits the effort's budget."""
+    those applicable to it whose mean cost in its scope fits the effort's budget. ``shrink``
+    in [0, 1] pulls each prediction towards the configuration's mean accuracy in the prompt's
+    scope (its task type): a few neighbours' noise then moves a pick only where it is large."""
     labels = sorted({c for p in train for c in p.stats.configs})
     predicted: dict[str, np.ndarray] = {}
     test_x = np.vstack([p.features for p in test])
@@ -126,14 +129,47 @@ def route_learned(
         stats = [s.stats for s in scope]
         budgets = budgets_for(stats, multiples)
         cost = {c: float(np.mean([s.configs[c].tokens for s in stats])) for c in covering(stats)}
+        score = {c: (1 - shrink) * predicted[c][i] + shrink * float(np.mean([s.configs[c].accuracy for s in stats]))
+                 for c in cost}  # fmt: skip
         chosen: dict[str, str] = {}
         for effort, budget in budgets.items():
             fits = [c for c in cost if cost[c] <= budget * (1 + 1e-9) and c in p.stats.configs]
             if effort == "none" or not fits:
                 chosen[effort] = GREEDY
                 continue
-            chosen[effort] = max(fits, key=lambda c: (predicted[c][i], -cost[c]))
+            chosen[effort] = max(fits, key=lambda c: (score[c], -cost[c]))
         out.append(chosen)
+    return out
+
+
+def nearest(train: Sequence[Problem], query: np.ndarray, k: int, dims: int = EMBEDDING_DIM) -> list[Problem]:
+    """The ``k`` training problems whose embeddings are nearest ``query``'s by cosine."""
+    a = np.vstack([p.features[:dims] for p in train])
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = query[:dims] / max(float(np.linalg.norm(query[:dims])), 1e-12)
+    order = np.argsort(-(a @ b), kind="stable")[: min(k, len(train))]
+    return [train[int(j)] for j in order]
+
+
+def route_neighbourhood(
+    train: Sequence[Problem], test: Sequence[Problem], k: int = 5, multiples: Mapping[str, float] = BUDGET_MULTIPLES,
+    dims: int = EMBEDDING_DIM,
+) -> list[dict[str, str]]:  # fmt: skip
+    """kNN with the table's stability rule: per test prompt, its ``k`` nearest training prompts
+    of its scope form a group whose parent is the scope's own choice (:func:`~.route_fit.choose`
+    on the whole task type), so a prompt leaves its task type's route only where its neighbours
+    beat it by a paired margin, and its ladder never steps down on them."""
+    parents: dict[str, dict[str, str]] = {}
+    out = []
+    for p in test:
+        scope = _scope(train, p.task)
+        stats = [s.stats for s in scope]
+        budgets = budgets_for(stats, multiples)
+        if p.task not in parents:
+            parents[p.task] = configs_of(choose(stats, budgets))
+        near = [s.stats for s in nearest(scope, p.features, k, dims)]
+        chosen = configs_of(choose(near, budgets, parents[p.task]))
+        out.append({e: c if c in p.stats.configs else GREEDY for e, c in chosen.items()})
     return out
 
 
@@ -232,8 +268,11 @@ def cross_validate(
 
 
 # ------------------------------------------------------------------------------ CLI
-def load_problems(directory: Path, seed: int = 0) -> tuple[list[Problem], dict[str, Any]]:
-    """Read, price (as ``make calibrate`` does) and embed the calibration pools in ``directory``."""
+def load_problems(
+    directory: Path, seed: int = 0, splits: Sequence[str] = ("calibration",)
+) -> tuple[dict[str, list[Problem]], dict[str, Any]]:
+    """Read, price (as ``make calibrate`` does: calibration's configurations, each split with
+    the latency model of its own calls) and embed the pools of each split in ``directory``."""
     from evaluation.embeddings import feature_rows
     from evaluation.pools import read_pools
     from evaluation.pricing import Pricer
@@ -241,26 +280,30 @@ def load_problems(directory: Path, seed: int = 0) -> tuple[list[Problem], dict[s
     from evaluation.route_fit import problem_stats, task_type_of
     from services.search.strategies.stopping import should_stop
 
-    pools = read_pools(directory, "calibration")
-    if not pools:
-        raise SystemExit(f"error: no calibration pools in {directory}")
-    k = min(len(d.sampled) for p in pools for d in p.draws.values())
+    pools = {split: read_pools(directory, split) for split in splits}
+    if not all(pools.values()):
+        raise SystemExit(f"error: a split of {list(splits)} has no pools in {directory}")
+    k = min(len(d.sampled) for p in pools[splits[0]] for d in p.draws.values())
 
     def stop(votes: Any, remaining: float) -> bool:
         return should_stop(votes, remaining, 0.9).stop
 
-    configs = default_configs(k, judges_in(pools))
-    pricer = Pricer(fit_latency(pools), stop, seed=seed)
-    stats = problem_stats(pools, price_all(pricer, pools, configs), configs)
+    configs = default_configs(k, judges_in(pools[splits[0]]))
+    every = [p for split in splits for p in pools[split]]
     t0 = time.monotonic()
-    features = feature_rows([str(p.problem["question"]) for p in pools])
+    features = dict(zip([p.id for p in every], feature_rows([str(p.problem["question"]) for p in every]), strict=True))
     embed_s = time.monotonic() - t0
-    problems = [
-        Problem(st, features[i], task_type_of(p), p.family, "code" not in p.draws)
-        for i, (p, st) in enumerate(zip(pools, stats, strict=True))
-    ]
-    return problems, {"pools": str(directory), "problems": len(pools), "k": k, "configs": len(configs),
-                      "embedding_seconds": round(embed_s, 2)}  # fmt: skip
+    out: dict[str, list[Problem]] = {}
+    for split, members in pools.items():
+        pricer = Pricer(fit_latency(members), stop, seed=seed)
+        stats = problem_stats(members, price_all(pricer, members, configs), configs)
+        out[split] = [
+            Problem(st, features[p.id], task_type_of(p), p.family, "code" not in p.draws, p.kind)
+            for p, st in zip(members, stats, strict=True)
+        ]
+    counts = {split: len(members) for split, members in pools.items()}
+    return out, {"pools": str(directory), "problems": counts, "k": k, "configs": len(configs),
+                 "embedding_seconds": round(embed_s, 2)}  # fmt: skip
 
 
 def _table(result: Mapping[str, Any]) -> str:
@@ -281,10 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--knn", type=int, default=5)
     p.add_argument("--alpha", type=float, default=10.0)
+    p.add_argument("--shrink", type=float, default=0.5, help="held-out: kNN_shrunk's weight on the task type's mean")
+    p.add_argument("--heldout", action="store_true", help="train on every calibration pool, test on the held-out ones")
     p.add_argument("--no-write", action="store_true", help="print only; write no raw file")
     a = p.parse_args(argv)
+    if a.heldout:
+        from evaluation.learned_heldout import main_heldout
+
+        return main_heldout(a)
     started = provenance()
-    problems, about = load_problems(a.pools, a.seed)
+    split, about = load_problems(a.pools, a.seed)
+    problems = split["calibration"]
     predictors = {"ridge": ridge_predictor(a.alpha), "knn": knn_predictor(a.knn)}
     result = cross_validate(problems, predictors, folds=a.folds, seed=a.seed)
     setup = {"folds": a.folds, "grouping": "problem", "held_out_pools": False, "ridge_alpha": a.alpha}

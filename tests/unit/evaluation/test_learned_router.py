@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from evaluation.calibration import ConfigStats, ProblemStats
+from evaluation.learned_heldout import evaluate_heldout, steps_down
 from evaluation.learned_router import (
     Problem,
     cross_validate,
@@ -15,6 +16,7 @@ from evaluation.learned_router import (
     paired_difference,
     ridge_predictor,
     route_learned,
+    route_neighbourhood,
     route_table,
 )
 from evaluation.route_fit import GREEDY
@@ -111,3 +113,57 @@ def test_paired_difference_interval_brackets_the_mean() -> None:
     d = paired_difference([1, 1, 0, 1], [0, 1, 0, 0])
     assert d["mean"] == pytest.approx(0.5)
     assert d["interval"][0] <= 0.5 <= d["interval"][1]
+
+
+# ------------------------------------------------------------------------------ held-out mode
+def _kinded(problems: list[Problem], kind: str) -> list[Problem]:
+    return [Problem(p.stats, p.features, p.task, p.family, p.text, kind) for p in problems]
+
+
+def test_heldout_knn_beats_the_table_where_the_feature_decides_and_is_hand_checkable() -> None:
+    # Train on 24 prompts, test on 10 others. `a` is right (0.8) for x > 0 and `b` for x < 0;
+    # the table sees one group, so it picks one of them for every prompt at `low` and scores
+    # 0.8 on the half of the test where it is right: 0.4. kNN (k=1 on x) picks right on all: 0.8.
+    train = _kinded(_problems(24), "math")
+    test = _kinded([_problem(200 + i, float(x)) for i, x in enumerate(np.linspace(-0.9, 0.9, 10))], "math")
+    result = evaluate_heldout(train, test, {
+        "table": lambda tr, te: route_table(tr, te, MULTIPLES),
+        "knn": lambda tr, te: route_learned(tr, te, knn_predictor(k=1, dims=1), MULTIPLES),
+    }, multiples=MULTIPLES)  # fmt: skip
+    g = result["groups"]["all"]
+    assert set(result["groups"]) == {"math", "all"} and g["problems"] == 10
+    assert g["routers"]["table"]["low"]["accuracy"] == pytest.approx(0.4)
+    assert g["routers"]["knn"]["low"]["accuracy"] == pytest.approx(0.8)
+    assert g["minus_table"]["knn"]["low"]["mean"] == pytest.approx(0.4)
+    assert g["minus_table"]["knn"]["low"]["interval"][0] > 0  # every paired difference is 0 or +0.8
+    assert g["routers"]["knn"]["low"]["cost"] == pytest.approx(200.0)
+    assert g["routers"]["knn"]["none"]["accuracy"] == pytest.approx(0.2)  # none: one greedy sample
+    assert g["best_fixed"]["low"]["config"] in {"a", "b"} and g["best_fixed"]["low"]["summary"]["accuracy"] == 0.4
+    assert g["best_fixed"]["xhigh"]["summary"]["accuracy"] == 0.4  # `big` (0.0) fits but loses
+    assert [r["routes"]["knn"]["low"] for r in result["per_problem"]] == ["b"] * 5 + ["a"] * 5
+
+
+def test_steps_down_lists_a_family_whose_accuracy_falls_between_efforts() -> None:
+    test = _problems(4)
+    routes = [{"none": "a", "low": "b"} for _ in test]  # a: 0.8 on x > 0 (2 of 4), b: on x < 0
+    assert steps_down(test, routes, ["none", "low"]) == []
+    falls = [{"none": GREEDY, "low": "big"} for _ in test]  # 0.2 -> 0.0
+    assert steps_down(test, falls, ["none", "low"]) == [
+        {"family": "fam", "from": "none", "to": "low", "problems": 4, "before": 0.2, "after": 0.0}
+    ]
+
+
+def test_shrinkage_all_the_way_is_the_task_types_best_mean_for_every_prompt() -> None:
+    problems = _problems(24)
+    routes = route_learned(problems[::2], problems[1::2], knn_predictor(k=1, dims=1), MULTIPLES, shrink=1.0)
+    assert len({r["low"] for r in routes}) == 1
+
+
+def test_the_neighbourhood_router_leaves_the_task_types_route_only_by_a_margin() -> None:
+    # The task type's stable choice at `low` stays greedy (a and b tie with it on average and
+    # neither beats it by a paired margin); a prompt's 4 nearest neighbours all favour its side.
+    problems = _problems(24)
+    routes = route_neighbourhood(problems[::2], problems[1::2], k=4, multiples=MULTIPLES, dims=1)
+    for p, r in zip(problems[1::2], routes, strict=True):
+        assert r["none"] == GREEDY
+        assert r["low"] == ("a" if p.features[0] > 0 else "b")
