@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import Split
+from evaluation.live_configs import live_table
 from evaluation.pools import DRAW_KINDS, iter_chunks, read_pools
 from evaluation.pricing import Pricer
 from evaluation.pricing_table import (
@@ -148,6 +149,10 @@ def cmd_table(a: argparse.Namespace) -> int:
     configs = default_configs(k, judges_in(pools))
     priced = price_all(pricer, pools, configs)
     rows = table(pools, priced, a.seed)
+    live_dir = a.live or live.DEFAULT_LIVE / a.model
+    measured = live.live_set(live_dir) if a.split == "calibration" and live_dir.is_dir() else None
+    if measured is not None:  # sequential and tree strategies, beside the priced ones on their subset
+        rows += live_table(pools, priced, measured.estimates, a.seed)
     if a.large_model:
         rows += _cascade_rows(a, pools, pricer, stop)
     keep = {c for c in a.configs.split(",") if c} or None
@@ -240,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--large-model", default="", help="price the cascade onto this model's pools")
     p.add_argument("--threshold", type=float, default=0.75, help="cascade: escalate below this vote share")
     p.add_argument("--json", type=Path, default=None, help="write rows and per-problem estimates here")
+    p.add_argument("--live", type=Path, default=None,
+                   help="live records of tree strategies (default docs/data/calibration/live/<model>)")  # fmt: skip
     a = parser.parse_args(argv)
     # A SIGTERM (kill, timeout) unwinds through ``finally`` so the policy and sandbox a draw started stop too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -73,3 +73,20 @@ def test_the_report_sets_live_rows_beside_priced_ones_on_the_same_subset(tmp_pat
     live = live_set(out)
     assert live is not None and set(live.estimates["mcts@8"]) == {"a1", "b1"}
     assert live.routes["mcts@8"] == live_route("mcts@8", SETTINGS)
+
+
+def test_the_table_command_shows_live_rows_on_their_subset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtests.pools.cli import main
+
+    pools_dir, out = _setup(tmp_path)
+    run = LiveRun(model=MODEL, split="calibration", pools_dir=pools_dir, out=out, configs=["revision@3"], limit=1)
+    configs = run.prepare()[1]
+    reply = Reply(text="The answer is 2.", prompt_tokens=30, completion_tokens=12, latency_s=0.5,
+                  ext={"strategy": "revision", "termination": "completed"})  # fmt: skip
+    record = to_record(_pool("a1", "a"), "revision@3", configs["revision@3"][1], 0, reply)
+    write_records(out, "calibration", 1, {"settings": run.settings_header(SETTINGS, configs)}, [record])
+    assert main(["table", "--out", str(pools_dir), "--live", str(out), "--configs", "revision@3,cot_greedy"]) == 0
+    printed = capsys.readouterr().out
+    assert "| live subset: all | `revision@3` | 1 | 0.000 |" in printed
+    assert "| live subset: all | `cot_greedy` | 1 | 1.000 |" in printed
+    assert "| all | `cot_greedy` | 4 | 1.000 |" in printed
