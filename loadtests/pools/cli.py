@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,live,heldout}``.
+"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,live,heldout,routed}``.
 
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
@@ -12,7 +12,9 @@ running policy and writes ``routing.<model>.json`` (:mod:`loadtests.pools.calibr
 reports whether the pools' estimate agrees (:mod:`loadtests.pools.validate`); ``live`` runs the
 sequential and tree strategies live on a stratified calibration subset (:mod:`loadtests.pools.live`); ``heldout``
 fits the routing as ``calibrate`` does and scores the ladder on the held-out pools, with the
-Must-show checks (:mod:`loadtests.pools.heldout`).
+Must-show checks (:mod:`loadtests.pools.heldout`); ``routed`` measures that ladder through
+the gateway, one unpinned request per group of efforts that route alike
+(:mod:`loadtests.pools.routed`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from evaluation.pricing_table import (
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
 from evaluation.provenance import provenance
-from loadtests.pools import calibrate, heldout, live, validate
+from loadtests.pools import calibrate, heldout, live, routed, validate
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
@@ -232,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     heldout.add_arguments(
         sub.add_parser("heldout", help="fit routing on calibration pools, score the ladder on held-out pools")
     )
+    routed.add_arguments(
+        sub.add_parser("routed", help="the held-out ladder through the gateway, routed by effort (resumes)")
+    )
     for name in ("status", "rescore", "table"):
         p = sub.add_parser(name)
         p.add_argument("--model", default=DEFAULT_MODEL)
@@ -253,6 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
         "calibrate": calibrate.run, "validate": validate.run, "live": live.run,
-        "heldout": heldout.run,
+        "heldout": heldout.run, "routed": routed.run,
     }  # fmt: skip
     return handlers[a.command](a)

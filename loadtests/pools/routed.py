@@ -1,0 +1,359 @@
+"""``python -m loadtests.pools routed``: the held-out ladder measured through the gateway, routed
+by effort, with the official ``openai`` SDK (issue 21's Must-show). Plan and report are pure:
+:mod:`evaluation.routed_plan`.
+
+The table is the one ``calibrate`` fits from the calibration pools
+(:func:`~loadtests.pools.calibrate.fit_pools`), written to ``<out>/routing.<model>.json``, or
+``--table``. Without ``--base-url`` it starts ``ttc stack`` serving that table for the model
+(``TTC_GATEWAY_ROUTING_TABLES``) under the model lock per chunk; with ``--base-url`` the ladder
+card (``GET /v1/models/{model}/ladder``) must carry the table's provenance, or nothing is sent.
+For each held-out pool (up to ``--limit``, in draw order) every effort's route is predicted as
+the gateway routes (:func:`~loadtests.ladder.route_questions`), efforts with one route share one
+unpinned request at their lowest effort, with the pools' temperature and chain-of-thought cap.
+Records: chunks under ``docs/data/calibration/routed/<model>/`` written with
+:mod:`loadtests.pools.validate`'s ``write_records`` (resumable, whole or absent); the report
+(printed, ``report.json``) carries issue 21's checks (:mod:`evaluation.heldout_checks`) and,
+when this run fitted the table, the offline-priced ladder on the same problems beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+from evaluation.calibration import BUDGET_MULTIPLES
+from evaluation.datasets import Problem
+from evaluation.pools import ProblemPool, read_pools
+from evaluation.problemset import answer_correct
+from evaluation.provenance import git_describe
+from evaluation.routed_plan import (
+    PlannedRequest,
+    error_counts,
+    group_efforts,
+    outcomes,
+    pending,
+    provenance_hash,
+    route_mismatch,
+    summaries,
+)
+from loadtests.client import Reply, request_kwargs, send
+from loadtests.grid import EFFORTS, Cell
+from loadtests.ladder import route_questions
+from loadtests.pools.calibrate import safe_name
+from loadtests.pools.run import DEFAULT_POOLS, model_sha256
+from loadtests.pools.services import ROOT, model_lock
+from loadtests.pools.validate import REPORT, ValidationError, pool_settings, read_records, write_records
+from loadtests.runner import GAVE_UP, request_seed
+from services.common.answers import extract_answer
+from services.gateway.routing import RoutingTable
+
+DEFAULT_ROUTED = ROOT / "docs" / "data" / "calibration" / "routed"
+SPLIT = "heldout"
+
+
+def to_record(pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply) -> dict[str, Any]:
+    """One request's record: the efforts it stands for, the predicted route, the verdict by the
+    pools' checker; an infrastructure failure or a routing mismatch sets ``error`` and leaves
+    ``correct`` unset (never wrong)."""
+    ext = reply.ext
+    record: dict[str, Any] = {
+        "type": "record",
+        "problem_id": pool.id,
+        "family": pool.family,
+        "kind": pool.kind,
+        "effort": req.effort,
+        "efforts": list(req.efforts),
+        "route": req.route,
+        "seed": seed,
+        "correct": None,
+        "answer": "",
+        "completion_tokens": reply.completion_tokens,
+        "prompt_tokens": reply.prompt_tokens,
+        "cached_tokens": reply.cached_tokens,
+        "latency_s": round(reply.latency_s, 4),
+        "strategy": str(ext.get("strategy") or ""),
+        "n": ext.get("n"),
+        "effort_applied": ext.get("effort_applied"),
+        "difficulty_bin": ext.get("difficulty_bin"),
+        "task_type": ext.get("task_type"),
+        "termination": str(ext.get("termination") or ""),
+        "finish_reason": reply.finish_reason,
+        "trace_id": str(ext.get("trace_id") or ""),
+        "confidence": ext.get("confidence"),
+        "error": reply.error,
+        "error_kind": reply.error_kind,
+    }
+    if reply.error:
+        return record
+    mismatch = route_mismatch(req.route, req.effort, ext)
+    if mismatch:
+        return record | {"error": f"routed otherwise than predicted: {mismatch}", "error_kind": "route"}
+    if not reply.text.strip() and record["termination"] in GAVE_UP:
+        return record | {
+            "error": f"search ended by {record['termination']} without an answer",
+            "error_kind": "termination",
+        }
+    answer = extract_answer(reply.text)
+    return record | {"answer": answer or "", "correct": answer_correct(Problem.from_dict(pool.problem), answer)}
+
+
+@dataclass
+class RoutedRun:
+    model: str
+    pools_dir: Path
+    out: Path
+    table_path: Path | None = None
+    limit: int = 200
+    base_url: str = ""
+    hours: float = 0.0
+    chunk_size: int = 5
+    seed: int = 0
+    timeout_s: float = 1800.0
+    retry_errors: bool = False
+    api_key: str = "none"
+    lock: bool | None = None
+    _stack: Any = None
+    _url: str = ""
+    _fitted: Any = None
+
+    def log(self, message: str) -> None:
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+
+    def table(self) -> tuple[RoutingTable, Path]:
+        """The table served: ``--table``, else the calibration fit, written under ``out``."""
+        if self.table_path is not None:
+            return RoutingTable.model_validate_json(self.table_path.read_text()), self.table_path
+        from loadtests.pools.calibrate import fit_pools
+
+        self._fitted = fit_pools(self.pools_dir, self.model, seed=self.seed)
+        path = self.out / f"routing.{safe_name(self.model)}.json"
+        self.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self._fitted.fit.table, indent=1) + "\n")
+        return RoutingTable.model_validate(self._fitted.fit.table), path
+
+    def plan(self, table: RoutingTable) -> tuple[list[ProblemPool], list[PlannedRequest]]:
+        pools = read_pools(self.pools_dir, SPLIT)
+        pools = pools[: self.limit] if self.limit else pools
+        efforts = [e for e in EFFORTS if e in BUDGET_MULTIPLES]
+        routes = route_questions(table, {p.id: str(p.problem["question"]) for p in pools}, efforts)
+        plan = [
+            req
+            for p in pools
+            for req in group_efforts(p.id, {e: routes[e][p.id].model_dump() for e in efforts}, efforts)
+        ]
+        return pools, plan
+
+    async def run(self) -> int:
+        """Send every pending request; returns how many were sent."""
+        table, path = self.table()
+        settings, sha = pool_settings(self.pools_dir, SPLIT)
+        if sha != model_sha256(self.model):
+            raise ValidationError(f"{self.pools_dir} was drawn from another model than {self.model}")
+        pools, plan = self.plan(table)
+        by_id = {p.id: p for p in pools}
+        wanted = {
+            "table": str(path),
+            "table_provenance": provenance_hash(table.provenance),
+            "seed": self.seed,
+            "temperature": float(settings.get("temperature", 0.7)),
+            "max_tokens": int(settings.get("cot_max_tokens", 1024)),
+            "pool_settings": settings,
+        }
+        records, headers, seq = read_records(self.out)
+        for h in headers:
+            if (
+                h.get("model_sha256") != sha
+                or h.get("settings", {}).get("table_provenance") != wanted["table_provenance"]
+            ):
+                raise ValidationError(f"{self.out} holds records of another model or table; use another --out")
+        todo = pending(plan, records, self.retry_errors)
+        self.log(
+            f"{self.model}: {len(pools)} held-out problems, {len(plan)} requests planned for "
+            f"{len(plan) and sum(len(r.efforts) for r in plan)} (problem, effort) pairs; {len(todo)} to send"
+        )
+        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
+        sent = 0
+        try:
+            per_chunk = max(1, self.chunk_size * len(plan) // max(1, len(pools)))
+            for start in range(0, len(todo), per_chunk):
+                if deadline is not None and time.monotonic() > deadline:
+                    self.log("time limit reached")
+                    break
+                batch, done = todo[start : start + per_chunk], list[dict[str, Any]]()
+                with model_lock() if (self.lock if self.lock is not None else not self.base_url) else nullcontext(0.0):
+                    began = time.monotonic()
+                    try:
+                        await self._send(batch, by_id, wanted, path, table, deadline, done)
+                    finally:  # an interrupted chunk keeps the requests it finished
+                        if done:
+                            header = {
+                                "git_describe": git_describe(),
+                                "model": self.model,
+                                "model_sha256": sha,
+                                "settings": wanted,
+                                "base_url": self._url,
+                                "wall_s": round(time.monotonic() - began, 1),
+                                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            }
+                            written = write_records(self.out, SPLIT, seq, header, done)
+                            seq, sent = seq + 1, sent + len(done)
+                            self.log(f"{written.name}: {len(done)} requests; {sent}/{len(todo)} this run")
+                if len(done) < len(batch):
+                    break
+        finally:
+            if self._stack is not None:
+                self._stack.stop()
+        return sent
+
+    async def _send(
+        self,
+        batch: Sequence[PlannedRequest],
+        by_id: dict[str, ProblemPool],
+        wanted: dict[str, Any],
+        path: Path,
+        table: RoutingTable,
+        deadline: float | None,
+        done: list[dict[str, Any]],
+    ) -> None:
+        """One after another (each latency the request's own); no ``ttc`` pin: the gateway routes."""
+        url = await asyncio.to_thread(self._gateway, path, table)
+        client = openai.AsyncOpenAI(base_url=url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        try:
+            for req in batch:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                pool = by_id[req.problem_id]
+                seed = request_seed(pool.id, 0, self.seed)
+                kwargs = request_kwargs(
+                    self.model,
+                    Problem.from_dict(pool.problem).messages(),
+                    Cell(req.effort),
+                    temperature=wanted["temperature"],
+                    max_tokens=wanted["max_tokens"],
+                    seed=seed,
+                )
+                record = to_record(pool, req, seed, await send(client, kwargs, stream=False))
+                done.append(record)
+                verdict = record["error_kind"] or ("right" if record["correct"] else "wrong")
+                self.log(f"  {pool.id} {','.join(req.efforts)}: {verdict} ({record['completion_tokens']} tok)")
+        finally:
+            await client.close()
+
+    def _gateway(self, path: Path, table: RoutingTable) -> str:
+        """The gateway's /v1 URL: a running one whose ladder card carries this table's provenance
+        (refused otherwise), or a local stack started serving the table (inside the lock)."""
+        if self._url:
+            return self._url
+        if self.base_url:
+            url = self.base_url.rstrip("/")
+            card = httpx.get(f"{url}/models/{self.model}/ladder", timeout=30).json()
+            served = provenance_hash((card.get("table") or {}).get("provenance") or {})
+            if served != provenance_hash(table.provenance):
+                raise ValidationError(
+                    f"{url} serves {self.model} with another table (provenance {served[:12]}, "
+                    f"{path} is {provenance_hash(table.provenance)[:12]})"
+                )
+            self._url = url
+            return url
+        from loadtests.chaos_stack import LocalStack
+
+        env = {
+            "TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={path.resolve()}",
+            "TTC_GATEWAY_JOB_TIMEOUT_S": str(int(self.timeout_s)),
+        }
+        self._stack = LocalStack(model=self.model, concurrency=1, extra_env=env)
+        self.log(f"starting ttc stack with {self.model} serving {path} (log {self._stack.log_path})")
+        self._stack.start(timeout=900)
+        self._url = f"{self._stack.url}/v1"
+        return self._url
+
+    def write_report(self) -> dict[str, Any]:
+        """Every record so far: live rows per task kind and effort, issue 21's checks, errors,
+        and the offline-priced ladder on the same problems when this run fitted the table."""
+        from loadtests.pools.routed_report import report
+
+        if self._fitted is None and self.table_path is None:
+            self.table()  # the fit this run's table came from prices the offline ladder
+        records, headers, _ = read_records(self.out)
+        efforts = [e for e in EFFORTS if e in BUDGET_MULTIPLES]
+        found = outcomes(records)
+        body = report(
+            summaries(found, efforts),
+            efforts,
+            error_counts(found),
+            headers,
+            self._fitted,
+            read_pools(self.pools_dir, SPLIT),
+            sorted({pid for pid, _ in found}),
+        )
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / REPORT).write_text(json.dumps(body, indent=1, default=str) + "\n")
+        return body
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="qwen2.5-coder-0.5b", help="the pools' model, as the gateway serves it")
+    p.add_argument("--pools", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
+    p.add_argument("--table", type=Path, default=None, help="routing table to serve (default: fit it from the pools)")
+    p.add_argument("--limit", type=int, default=200, help="held-out problems, in draw order (0: all)")
+    p.add_argument("--base-url", default="", help="a running gateway's /v1 URL serving the table (default: start one)")
+    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
+    p.add_argument("--hours", type=float, default=0.0, help="stop sending after this long (0: no limit)")
+    p.add_argument("--chunk-size", type=int, default=5, help="problems per chunk file (about)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout-s", type=float, default=1800.0, help="client and job timeout per request")
+    p.add_argument(
+        "--retry-errors", action="store_true", help="re-send requests whose record is an infrastructure error"
+    )
+    p.add_argument(
+        "--lock",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="take the model lock per chunk (default: when it starts its own stack)",
+    )
+    p.add_argument("--report-only", action="store_true", help="send nothing; report from the records so far")
+    p.add_argument(
+        "--out", type=Path, default=None, help="records folder (default docs/data/calibration/routed/<model>)"
+    )
+
+
+def run(a: argparse.Namespace) -> int:
+    routed = RoutedRun(
+        model=a.model,
+        pools_dir=a.pools or DEFAULT_POOLS / a.model,
+        out=a.out or DEFAULT_ROUTED / a.model,
+        table_path=a.table,
+        limit=a.limit,
+        base_url=a.base_url,
+        hours=a.hours,
+        chunk_size=a.chunk_size,
+        seed=a.seed,
+        timeout_s=a.timeout_s,
+        retry_errors=a.retry_errors,
+        api_key=a.api_key,
+        lock=a.lock,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through finally: chunk written, stack stopped
+    try:
+        if not a.report_only:
+            asyncio.run(routed.run())
+        body = routed.write_report()
+    except ValidationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(body["markdown"])
+    print(f"report: {routed.out / REPORT}")
+    return 0

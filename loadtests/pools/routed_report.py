@@ -1,0 +1,105 @@
+"""The report of ``python -m loadtests.pools routed``: live rows, issue 21's checks and the
+offline-priced ladder on the same held-out problems (a second simulator check, for free).
+
+The checks are :mod:`evaluation.heldout_checks`' own (one source of truth), decided on the live
+rows; "routed within 3 points of the best fixed configuration within budget" compares the live
+row with the best fixed configuration priced on the held-out pools of the same problems (no
+fixed configuration runs live here), so it needs the fit this run's table came from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evaluation.calibration import BUDGET_MULTIPLES
+from evaluation.heldout_checks import all_checks
+from evaluation.heldout_ladder import (
+    Outcomes,
+    Summary,
+    fit_budgets,
+    label_index,
+    ladder,
+    problem_budgets,
+    routed_labels,
+)
+from evaluation.pools import ProblemPool
+from evaluation.pricing import Pricer
+from evaluation.pricing_table import fit_latency, price_all
+from evaluation.route_fit import problem_stats, task_type_of
+from loadtests.ladder import route_questions
+from loadtests.pools.calibrate import stop_rule
+from loadtests.pools.heldout import HEADER, _row
+from services.gateway.routing import RoutingTable
+
+
+def offline_ladder(fitted: Any, pools: Sequence[ProblemPool], efforts: Sequence[str], seed: int = 0) -> dict[str, Any]:
+    """The ladder priced on ``pools`` as ``heldout`` prices it (the fit's table, routes and budgets)."""
+    table = RoutingTable.model_validate(fitted.fit.table)
+    routes = route_questions(table, {p.id: str(p.problem["question"]) for p in pools}, efforts)
+    labels = routed_labels(
+        {e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()},
+        label_index(fitted.configs, fitted.pools),
+    )
+    pricer = Pricer(fit_latency(list(pools)), stop_rule(0.9), limit=64, seed=seed)
+    outcomes = Outcomes.of(pools, price_all(pricer, pools, fitted.configs), fitted.configs)
+    greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
+    calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
+    budgets = fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
+    return ladder(
+        pools, labels, outcomes, problem_budgets({p.id: task_type_of(p) for p in pools}, budgets), efforts, seed
+    )
+
+
+def report(
+    live: Mapping[str, Mapping[str, Summary]],
+    efforts: Sequence[str],
+    errors: Mapping[str, int],
+    headers: Sequence[Mapping[str, Any]],
+    fitted: Any,
+    heldout: Sequence[ProblemPool],
+    recorded: Sequence[str],
+) -> dict[str, Any]:
+    """``report.json``'s body, its Markdown included."""
+    ids = set(recorded)
+    mine = [p for p in heldout if p.id in ids]
+    offline = offline_ladder(fitted, mine, efforts) if fitted is not None and mine else {}
+    groups = {g: {"routed": rows, "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}
+    checks = all_checks(groups, efforts, len(ids), None, [])
+    kinds = Counter(p.kind for p in mine)
+    lines = [
+        "# Held-out ladder measured through the gateway (routed by effort)",
+        "",
+        f"{len(ids)} held-out problems ({', '.join(f'{k} {n}' for k, n in kinds.items())}), "
+        f"{len(headers)} chunks, code {sorted({str(h.get('git_describe')) for h in headers})}; "
+        f"errors excluded, never wrong: {dict(errors) or 'none'}.",
+        "",
+        "## Must-show checks",
+        "",
+        *[c.line() for c in checks],
+        "",
+    ]
+    for group, rows in live.items():
+        lines += [f"## {group}", "", HEADER]
+        for effort, r in rows.items():
+            errs = f" ({r.unpriced} errors)" if r.unpriced else ""
+            lines.append(_row(r, f" live{errs}"))
+            priced = offline.get(group, {}).get("routed", {}).get(effort)
+            if priced is not None:
+                lines.append(_row(priced, " offline-priced"))
+        lines.append("")
+    dump = {g: {e: r.as_dict() for e, r in rows.items()} for g, rows in live.items()}
+    priced_dump = {g: {e: r.as_dict() for e, r in v["routed"].items()} for g, v in offline.items()}
+    return {
+        "provenance": {
+            "chunks": len(headers),
+            "chunk_code": sorted({str(h.get("git_describe")) for h in headers}),
+            "settings": [h.get("settings") for h in headers[:1]],
+        },
+        "errors": dict(errors),
+        "checks": [c.as_dict() for c in checks],
+        "live": dump,
+        "offline": priced_dump,
+        "markdown": "\n".join(lines),
+    }

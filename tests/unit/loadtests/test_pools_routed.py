@@ -1,0 +1,88 @@
+"""``loadtests.pools routed``: records from scripted gateway replies, resume after an interruption."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from evaluation.pools import ProblemPool
+from evaluation.routed_plan import PlannedRequest, pending
+from loadtests.client import Reply
+from loadtests.pools import routed
+from loadtests.pools.routed import RoutedRun, to_record
+from loadtests.pools.validate import read_records
+from tests.unit.evaluation.pool_fixtures import draw, pool
+
+SC4 = {"strategy": "self_consistency", "n": 4, "token_budget": 256, "params": {}}
+REQ = PlannedRequest("p1", "low", ("low", "medium"), SC4)
+
+
+def _pool(pid: str = "p1") -> ProblemPool:
+    return pool(pid, cot=draw("cot", ("1", True), [("1", True)] * 3))
+
+
+def _reply(text: str = "The answer is 1.", **ext: Any) -> Reply:
+    base = {"strategy": "self_consistency", "n": 4, "effort_applied": "low", "termination": "completed",
+            "confidence": 0.8}  # fmt: skip
+    return Reply(text=text, prompt_tokens=30, completion_tokens=12, latency_s=0.5, ext=base | ext)
+
+
+def test_a_routed_reply_is_checked_and_stands_for_its_efforts() -> None:
+    right = to_record(_pool(), REQ, 7, _reply())
+    assert right["correct"] is True and right["efforts"] == ["low", "medium"] and right["confidence"] == 0.8
+    assert to_record(_pool(), REQ, 7, _reply("The answer is 2."))["correct"] is False
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (Reply(error="APITimeoutError: timed out", error_kind="timeout"), "timeout"),
+        (_reply(strategy="single", n=1), "route"),
+        (_reply(effort_applied="minimal"), "route"),
+        (_reply(text="", termination="deadline"), "termination"),
+    ],
+)
+def test_failures_and_misroutes_are_errors_not_verdicts(reply: Reply, kind: str) -> None:
+    record = to_record(_pool(), REQ, 0, reply)
+    assert record["correct"] is None and record["error"] and record["error_kind"] == kind
+
+
+def test_an_interrupted_run_keeps_what_it_sent_and_resumes_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pools = [_pool(f"p{i}") for i in range(3)]
+    plan = [PlannedRequest(p.id, "low", ("low", "medium"), SC4) for p in pools]
+    run = RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "out", base_url="http://x/v1", chunk_size=1)
+    run._url = "http://x/v1"
+    monkeypatch.setattr(run, "table", lambda: (SimpleNamespace(provenance={}), tmp_path / "routing.m.json"))
+    monkeypatch.setattr(run, "plan", lambda table: (pools, plan))
+    monkeypatch.setattr(routed, "pool_settings", lambda d, s: ({"temperature": 0.0, "cot_max_tokens": 64}, "sha"))
+    monkeypatch.setattr(routed, "model_sha256", lambda m: "sha")
+    monkeypatch.setattr(routed, "provenance_hash", lambda p: "table-1")
+    calls: list[dict[str, Any]] = []
+    resumed = False
+
+    async def send(client: Any, kwargs: dict[str, Any], *, stream: bool) -> Reply:
+        calls.append(kwargs)
+        if len(calls) == 2 and not resumed:
+            raise SystemExit(143)  # SIGTERM mid-chunk (the handler exits)
+        return _reply()
+
+    monkeypatch.setattr(routed, "send", send)
+    with pytest.raises(SystemExit):
+        asyncio.run(run.run())
+    records, headers, seq = read_records(tmp_path / "out")
+    assert [r["problem_id"] for r in records] == ["p0"] and seq == 2
+    assert headers[0]["settings"]["table_provenance"] == "table-1"
+    assert calls[0]["reasoning_effort"] == "low" and "extra_body" not in calls[0]  # no ttc pin: the gateway routes
+    assert (calls[0]["temperature"], calls[0]["max_tokens"]) == (0.0, 64)
+    assert [r.problem_id for r in pending(plan, records)] == ["p1", "p2"]
+    calls.clear()
+    resumed = True
+    asyncio.run(run.run())
+    assert [c["messages"][-1]["content"] for c in calls] == [str(p.problem["question"]) for p in pools[1:]]
+    assert pending(plan, read_records(tmp_path / "out")[0]) == []
