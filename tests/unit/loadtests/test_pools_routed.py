@@ -14,7 +14,7 @@ from evaluation.routed_plan import PlannedRequest, pending
 from loadtests.client import Reply
 from loadtests.pools import routed
 from loadtests.pools.routed import RoutedRun, to_record
-from loadtests.pools.validate import read_records
+from loadtests.pools.validate import ValidationError, read_records
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SC4 = {"strategy": "self_consistency", "n": 4, "token_budget": 256, "params": {}}
@@ -86,3 +86,21 @@ def test_an_interrupted_run_keeps_what_it_sent_and_resumes_the_rest(
     asyncio.run(run.run())
     assert [c["messages"][-1]["content"] for c in calls] == [str(p.problem["question"]) for p in pools[1:]]
     assert pending(plan, read_records(tmp_path / "out")[0]) == []
+
+
+def test_a_running_gateway_must_serve_the_tables_provenance(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: dict[str, Any] = {"table": {"provenance": {"problems": 65, "fitted_by": "v1"}}}
+    asked: list[str] = []
+
+    def get(url: str, timeout: float) -> SimpleNamespace:
+        asked.append(url)
+        return SimpleNamespace(json=lambda: served)
+
+    monkeypatch.setattr("httpx.get", get)
+    table: Any = SimpleNamespace(provenance={"fitted_by": "v1", "problems": 65})
+    run = RoutedRun(model="m", pools_dir=Path("."), out=Path("."), base_url="http://gw/v1/")
+    assert run._gateway(Path("routing.m.json"), table) == "http://gw/v1"
+    assert asked == ["http://gw/v1/models/m/ladder"]
+    other = RoutedRun(model="m", pools_dir=Path("."), out=Path("."), base_url="http://gw/v1")
+    with pytest.raises(ValidationError, match="another table"):
+        other._gateway(Path("routing.m.json"), SimpleNamespace(provenance={"problems": 66}))  # type: ignore[arg-type]
