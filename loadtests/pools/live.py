@@ -18,10 +18,7 @@ records into the route fit (:func:`live_set`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import signal
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,10 +39,10 @@ from evaluation.pricing import Config, Pricer
 from evaluation.pricing_table import Row, default_configs, fit_latency, judges_in, price_all
 from evaluation.provenance import git_describe
 from evaluation.simulator_check import GatewayPin, LiveRecord
-from loadtests.pools.run import DEFAULT_POOLS
 from loadtests.pools.services import ROOT
 from loadtests.pools.validate import REPORT, Validation, ValidationError, read_records
 from loadtests.pools.validate import add_arguments as validation_arguments
+from loadtests.pools.validate import run as validation_run
 from services.search.strategies.stopping import should_stop
 
 DEFAULT_LIVE = ROOT / "docs" / "data" / "calibration" / "live"
@@ -149,20 +146,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    live = LiveRun(
-        model=a.model, split=a.split, pools_dir=a.pools or DEFAULT_POOLS / a.model, out=a.out or DEFAULT_LIVE / a.model,
-        configs=[c for c in a.configs.split(",") if c.strip()], limit=a.limit, base_url=a.base_url, hours=a.hours,
-        chunk_size=a.chunk_size, effort=a.effort, seed=a.seed, confidence=a.confidence, timeout_s=a.timeout_s,
-        retry_errors=a.retry_errors, api_key=a.api_key, lock=a.lock,
-    )  # fmt: skip
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        if not a.report_only:
-            asyncio.run(live.run())
-        body = live.write_report(seed=a.seed)
-    except ValidationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(body["markdown"])
-    print(f"report: {live.out / REPORT}")
-    return 0
+    return validation_run(a, LiveRun, DEFAULT_LIVE)

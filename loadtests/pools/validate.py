@@ -399,10 +399,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run(a: argparse.Namespace) -> int:
-    validation = Validation(
+def run(a: argparse.Namespace, kind: type[Validation] | None = None, default_out: Path = DEFAULT_VALIDATION) -> int:
+    """The ``validate`` command; ``kind``/``default_out``: a subclass's run (``live``) through the same door."""
+    validation = (kind or Validation)(
         model=a.model, split=a.split, pools_dir=a.pools or DEFAULT_POOLS / a.model,
-        out=a.out or DEFAULT_VALIDATION / a.model, configs=[c for c in a.configs.split(",") if c.strip()],
+        out=a.out or default_out / a.model, configs=[c for c in a.configs.split(",") if c.strip()],
         limit=a.limit, base_url=a.base_url, hours=a.hours, chunk_size=a.chunk_size, effort=a.effort, seed=a.seed,
         confidence=a.confidence, timeout_s=a.timeout_s, retry_errors=a.retry_errors, api_key=a.api_key,
         lock=a.lock,
