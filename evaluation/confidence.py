@@ -166,12 +166,13 @@ def _pot_run(cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidat
     ballots = program_ballots + thought_ballots
     agree: bool | None = None
     if not any(b.key for b in ballots) and config.cot == 0 and cots.greedy is not None:
-        # No program answered: the greedy chain of thought answers alone. Its share is its own
-        # (1.0 when it has an answer); the abstaining programs still count as votes and abstentions.
+        # No program answered: the greedy chain of thought answers alone. Its share is of every
+        # ballot cast, the abstaining programs included (the served rule: signals.fallback_signals).
         fallback = _ballot(cots.greedy, config.cot_weight)
         chosen = winner([fallback])
         signals = _signals(config, [fallback], chosen)
-        signals = replace(signals, votes=len(ballots) + 1, abstained=signals.abstained + len(ballots))
+        signals = replace(signals, votes=len(ballots) + 1, abstained=signals.abstained + len(ballots),
+                          vote_share=signals.vote_share / (len(ballots) + 1))  # fmt: skip
         return signals, chosen is not None and chosen.correct
     if thought_ballots:
         p_win, t_win = winner(program_ballots), winner(thought_ballots)

@@ -80,11 +80,16 @@ def vote_signals(
 
 
 def fallback_signals(config: str, programs: int, key: str) -> ConfidenceSignals | None:
-    """No program answered and one greedy chain of thought answered alone: its own share (1.0),
-    the ``programs`` abstaining programs counted as votes and abstentions (the replay's rule)."""
+    """No program answered and one greedy chain of thought answered alone. Its share is of every
+    ballot cast, the ``programs`` abstaining ones included, as :func:`vote_signals` counts
+    abstentions: ``1 / (programs + 1)``. (A share of 1.0 made a fallback look like a unanimous
+    vote: served at 0.72 where 14 of 14 such answers were wrong, docs/confidence.md.) The
+    replay's rule is the same (``evaluation/confidence.py:_pot_run``)."""
     if not key:
         return None
-    return ConfidenceSignals(config=config, vote_share=1.0, votes=programs + 1, distinct=1, abstained=programs)
+    return ConfidenceSignals(
+        config=config, vote_share=1.0 / (programs + 1), votes=programs + 1, distinct=1, abstained=programs
+    )
 
 
 def agreement(

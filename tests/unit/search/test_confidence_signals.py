@@ -132,7 +132,7 @@ async def test_the_chain_of_thought_fallback_matches_the_replay(recorded: list[C
     cots = drawn("cot", [candidate(normalize_for_vote(thought("5")), greedy=True)])
     expected, _ = _pot_run(cots, order, [], Config("pot@3", "pot", 3))
     assert recorded == [expected]
-    assert (expected.vote_share, expected.votes, expected.abstained) == (1.0, 4, 3)
+    assert (expected.vote_share, expected.votes, expected.abstained) == (0.25, 4, 3)  # one answer of four ballots cast
 
 
 async def test_the_hybrid_records_agreement_as_the_replay_does(recorded: list[ConfidenceSignals | None]) -> None:
