@@ -37,7 +37,6 @@ import openai
 from evaluation.calibration import BUDGET_MULTIPLES
 from evaluation.datasets import Problem
 from evaluation.pools import ProblemPool, read_pools
-from evaluation.problemset import answer_correct
 from evaluation.provenance import git_describe
 from evaluation.routed_plan import (
     PlannedRequest,
@@ -55,9 +54,18 @@ from loadtests.ladder import route_questions
 from loadtests.pools.calibrate import safe_name
 from loadtests.pools.run import DEFAULT_POOLS, model_sha256
 from loadtests.pools.services import ROOT, model_lock
-from loadtests.pools.validate import REPORT, ValidationError, pool_settings, read_records, write_records
-from loadtests.runner import GAVE_UP, request_seed
-from services.common.answers import extract_answer
+from loadtests.pools.validate import (
+    REPORT,
+    ValidationError,
+    checked,
+    gave_up,
+    pool_settings,
+    read_records,
+    reply_fields,
+    start_stack,
+    write_records,
+)
+from loadtests.runner import request_seed
 from services.gateway.routing import RoutingTable
 
 DEFAULT_ROUTED = ROOT / "docs" / "data" / "calibration" / "routed"
@@ -70,44 +78,19 @@ def to_record(pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply) -
     ``correct`` unset (never wrong)."""
     ext = reply.ext
     record: dict[str, Any] = {
-        "type": "record",
-        "problem_id": pool.id,
-        "family": pool.family,
-        "kind": pool.kind,
-        "effort": req.effort,
-        "efforts": list(req.efforts),
-        "route": req.route,
-        "seed": seed,
-        "correct": None,
-        "answer": "",
-        "completion_tokens": reply.completion_tokens,
-        "prompt_tokens": reply.prompt_tokens,
-        "cached_tokens": reply.cached_tokens,
-        "latency_s": round(reply.latency_s, 4),
-        "strategy": str(ext.get("strategy") or ""),
-        "n": ext.get("n"),
-        "effort_applied": ext.get("effort_applied"),
-        "difficulty_bin": ext.get("difficulty_bin"),
-        "task_type": ext.get("task_type"),
-        "termination": str(ext.get("termination") or ""),
-        "finish_reason": reply.finish_reason,
-        "trace_id": str(ext.get("trace_id") or ""),
-        "confidence": ext.get("confidence"),
-        "error": reply.error,
-        "error_kind": reply.error_kind,
-    }
+        "type": "record", "problem_id": pool.id, "family": pool.family, "kind": pool.kind, "effort": req.effort,
+        "efforts": list(req.efforts), "route": req.route, "seed": seed, "correct": None, "answer": "",
+        **reply_fields(reply), "n": ext.get("n"), "effort_applied": ext.get("effort_applied"),
+        "difficulty_bin": ext.get("difficulty_bin"), "task_type": ext.get("task_type"),
+    }  # fmt: skip
     if reply.error:
         return record
     mismatch = route_mismatch(req.route, req.effort, ext)
     if mismatch:
         return record | {"error": f"routed otherwise than predicted: {mismatch}", "error_kind": "route"}
-    if not reply.text.strip() and record["termination"] in GAVE_UP:
-        return record | {
-            "error": f"search ended by {record['termination']} without an answer",
-            "error_kind": "termination",
-        }
-    answer = extract_answer(reply.text)
-    return record | {"answer": answer or "", "correct": answer_correct(Problem.from_dict(pool.problem), answer)}
+    if (ended := gave_up(record, reply)) is not None:
+        return ended
+    return checked(record, pool, reply)
 
 
 @dataclass
@@ -268,16 +251,8 @@ class RoutedRun:
                 )
             self._url = url
             return url
-        from loadtests.chaos_stack import LocalStack
-
-        env = {
-            "TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={path.resolve()}",
-            "TTC_GATEWAY_JOB_TIMEOUT_S": str(int(self.timeout_s)),
-        }
-        self._stack = LocalStack(model=self.model, concurrency=1, extra_env=env)
-        self.log(f"starting ttc stack with {self.model} serving {path} (log {self._stack.log_path})")
-        self._stack.start(timeout=900)
-        self._url = f"{self._stack.url}/v1"
+        env = {"TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={path.resolve()}"}
+        self._stack, self._url = start_stack(self.model, self.timeout_s, self.log, env, f"serving {path}")
         return self._url
 
     def write_report(self) -> dict[str, Any]:

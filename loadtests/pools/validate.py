@@ -141,36 +141,62 @@ def write_records(
     return path
 
 
-def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply) -> dict[str, Any]:
-    """One request's record: verdict by the pools' checker, usage, latency, what the gateway ran;
-    an infrastructure failure sets ``error`` and leaves ``correct`` unset."""
+def reply_fields(reply: Reply) -> dict[str, Any]:
+    """What every live record keeps of a reply: usage, latency, what the search reported, the
+    served ``ttc.confidence`` (with the verdict, a check that live confidence is calibrated)."""
     ext = reply.ext
-    record: dict[str, Any] = {
-        "type": "record", "problem_id": pool.id, "config": config, "family": pool.family, "kind": pool.kind,
-        "ttc": pin.extension(), "seed": seed, "correct": None, "answer": "",
+    return {
         "completion_tokens": reply.completion_tokens, "prompt_tokens": reply.prompt_tokens,
         "cached_tokens": reply.cached_tokens, "latency_s": round(reply.latency_s, 4),
         "strategy": str(ext.get("strategy") or ""), "termination": str(ext.get("termination") or ""),
-        "candidates": int(ext.get("candidates_generated") or 0), "finish_reason": reply.finish_reason,
-        "trace_id": str(ext.get("trace_id") or ""), "error": reply.error, "error_kind": reply.error_kind,
-        # The served ``ttc.confidence``: with the verdict, a check that live confidence is calibrated.
-        "confidence": ext.get("confidence"),
+        "finish_reason": reply.finish_reason, "trace_id": str(ext.get("trace_id") or ""),
+        "error": reply.error, "error_kind": reply.error_kind, "confidence": ext.get("confidence"),
+    }  # fmt: skip
+
+
+def gave_up(record: dict[str, Any], reply: Reply) -> dict[str, Any] | None:
+    """The record as an infrastructure error when the search ended without an answer, else None."""
+    if not reply.text.strip() and record["termination"] in GAVE_UP:
+        return record | {"error": f"search ended by {record['termination']} without an answer",
+                         "error_kind": "termination"}  # fmt: skip
+    return None
+
+
+def checked(record: dict[str, Any], pool: ProblemPool, reply: Reply) -> dict[str, Any]:
+    """The record with the answer checked as the pools check theirs."""
+    answer = extract_answer(reply.text)
+    return record | {"answer": answer or "", "correct": answer_correct(Problem.from_dict(pool.problem), answer)}
+
+
+def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply) -> dict[str, Any]:
+    """One request's record: verdict by the pools' checker, usage, latency, what the gateway ran;
+    an infrastructure failure sets ``error`` and leaves ``correct`` unset."""
+    record: dict[str, Any] = {
+        "type": "record", "problem_id": pool.id, "config": config, "family": pool.family, "kind": pool.kind,
+        "ttc": pin.extension(), "seed": seed, "correct": None, "answer": "", **reply_fields(reply),
+        "candidates": int(reply.ext.get("candidates_generated") or 0),
     }  # fmt: skip
     if reply.error:
         return record
-    if not reply.text.strip() and record["termination"] in GAVE_UP:
-        record["error"] = f"search ended by {record['termination']} without an answer"
-        record["error_kind"] = "termination"
-        return record
+    if (ended := gave_up(record, reply)) is not None:
+        return ended
     if record["strategy"] and record["strategy"] != pin.strategy:
-        record["error"] = f"the gateway ran {record['strategy']!r}, not the pinned {pin.strategy!r}"
-        record["error_kind"] = "strategy"
-        return record
-    problem = Problem.from_dict(pool.problem)
-    answer = extract_answer(reply.text)
-    record["answer"] = answer or ""
-    record["correct"] = answer_correct(problem, answer)
-    return record
+        return record | {"error": f"the gateway ran {record['strategy']!r}, not the pinned {pin.strategy!r}",
+                         "error_kind": "strategy"}  # fmt: skip
+    return checked(record, pool, reply)
+
+
+def start_stack(model: str, timeout_s: float, log: Any, env: dict[str, str] | None = None,
+                serving: str = "on free ports") -> tuple[Any, str]:  # fmt: skip
+    """``ttc stack`` on ``model`` (the chaos suite's LocalStack), the job timeout at ``timeout_s``
+    plus ``env``; returns the stack and its /v1 URL. Call it inside the model lock."""
+    from loadtests.chaos_stack import LocalStack
+
+    stack = LocalStack(model=model, concurrency=1,
+                       extra_env={**(env or {}), "TTC_GATEWAY_JOB_TIMEOUT_S": str(int(timeout_s))})  # fmt: skip
+    log(f"starting ttc stack with {model} {serving} (log {stack.log_path})")
+    stack.start(timeout=900)
+    return stack, f"{stack.url}/v1"
 
 
 # ------------------------------------------------------------------------------- the run
@@ -309,13 +335,7 @@ class Validation:
         if self.base_url:
             self._url = self.base_url.rstrip("/")
             return self._url
-        from loadtests.chaos_stack import LocalStack
-
-        timeout = str(int(self.timeout_s))
-        self._stack = LocalStack(model=self.model, concurrency=1, extra_env={"TTC_GATEWAY_JOB_TIMEOUT_S": timeout})
-        self.log(f"starting ttc stack with {self.model} on free ports (log {self._stack.log_path})")
-        self._stack.start(timeout=900)
-        self._url = f"{self._stack.url}/v1"
+        self._stack, self._url = start_stack(self.model, self.timeout_s, self.log)
         self.log(f"gateway at {self._url}")
         return self._url
 
