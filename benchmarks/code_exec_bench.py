@@ -159,8 +159,12 @@ async def measure(problem: Problem, args: argparse.Namespace, index: int, target
         "sandbox_seconds": {"greedy": 0.0, "clusters": used.sandbox_seconds, "dual_agreement": used.sandbox_seconds},
         "wall_seconds": round(wall, 2),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "git": GIT_DESCRIBE,
         "budget_used": json_format.MessageToDict(used),
     }
+
+
+GIT_DESCRIBE = git_describe()
 
 
 def paired_bootstrap(gains: Sequence[int], rounds: int = 10_000, seed: int = 0) -> list[float]:
@@ -196,6 +200,7 @@ def summarize(records: Sequence[dict[str, Any]], args: argparse.Namespace, heldo
     return {
         "benchmark": "code_exec_bench",
         "git": git_describe(),
+        "records_git": sorted({r.get("git", "b237f96-dirty") for r in records}),
         "model": args.model,
         "data": "HumanEval held-out half (evaluation.datasets.split_of, salt ttc-serve/split/v1)",
         "heldout_problems": heldout,
