@@ -17,6 +17,7 @@ the newest chunk (highest sequence number) is the one read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -106,13 +107,14 @@ class Draw:
     kind: DrawKind
     candidates: tuple[PoolCandidate, ...]
     calls: tuple[Call, ...]
+    prompt: str = ""  # fingerprint of the messages drawn from (prompt_fingerprint); "" before it was kept
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "candidates": [c.to_dict() for c in self.candidates],
             "calls": [c.to_dict() for c in self.calls],
-        }
+        } | ({"prompt": self.prompt} if self.prompt else {})
 
     @property
     def greedy(self) -> PoolCandidate | None:
@@ -160,6 +162,7 @@ class ProblemPool:
                 kind=raw["kind"],
                 candidates=tuple(PoolCandidate(**c) for c in raw["candidates"]),
                 calls=tuple(Call(**c) for c in raw["calls"]),
+                prompt=raw.get("prompt", ""),
             )
         probe = tuple(Call(**c) for c in data.get("latency_probe", ()))
         return cls(data["problem"], data["family"], data["kind"], data["split"], data["task_type"], draws, probe)
@@ -174,6 +177,13 @@ class Chunk:
     seq: int
     header: dict[str, Any]
     pools: tuple[ProblemPool, ...]
+
+
+def prompt_fingerprint(messages: Iterable[tuple[str, str]]) -> str:
+    """A short hash of (role, content) messages: a draw whose prompt the strategy would now
+    write differently (a form instruction it learnt to strip) is stale for that problem alone."""
+    text = json.dumps([[role, content] for role, content in messages], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def chunk_name(split: str, seq: int) -> str:

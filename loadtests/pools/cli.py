@@ -45,7 +45,7 @@ from evaluation.pricing_table import (
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
 from evaluation.provenance import provenance
 from loadtests.pools import calibrate, heldout, live, routed, validate
-from loadtests.pools.draw import DrawSettings, program_version
+from loadtests.pools.draw import DrawSettings, program_prompt_changed, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
 
@@ -110,6 +110,8 @@ def cmd_status(a: argparse.Namespace) -> int:
     print(f"chunks of another program version: {len(stale)} {stale[:5]}")
     other = [c.path.name for c in chunks if c.header.get("settings") != settings]
     print(f"chunks with other draw settings than k={a.k} defaults: {len(other)}")
+    changed = [p.id for p in pools if program_prompt_changed(p)]
+    print(f"problems whose program prompt changed since drawn (a draw redraws them): {len(changed)} {changed[:5]}")
     for split in sorted({p.split for p in pools}):
         mine = [p for p in pools if p.split == split]
         fams = collections.Counter(p.family for p in mine)

@@ -5,8 +5,10 @@ messages, as a request through the gateway sends them), and a greedy program and
 sampled ones, written from the program-of-thought strategy's own prompt
 (:func:`~services.search.strategies.program.program_messages`), extracted with its
 :func:`~services.search.strategies.program.program_source`, run in the sandbox with its
-time limit, and keyed with its answer rules (``program_answer``, ``vote_key`` with the
-question's requested decimals). Per code problem: a greedy completion and ``k`` sampled ones,
+time limit, and keyed with its answer rules (``program_answer``, then
+:func:`~services.search.strategies.program_checks.program_vote`: a program that computed
+nothing abstains with key "", as it does when served; ``loadtests.pools rescore`` re-applies
+the rule to stored programs when it changes). Per code problem: a greedy completion and ``k`` sampled ones,
 each scored by the hidden tests in the sandbox.
 
 With ``overlap`` (what :class:`~loadtests.pools.run.PoolRun` asks for) a problem's calls run
@@ -34,7 +36,7 @@ from typing import Any, TypeVar
 
 from evaluation.checkers import check_code, program_for
 from evaluation.datasets import Problem
-from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
+from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool, prompt_fingerprint
 from evaluation.problemset import answer_correct, family_of
 from services.common.answers import extract_answer, normalize_for_vote, program_answer, requested_decimals, vote_key
 from services.common.difficulty_features import estimation_text
@@ -42,6 +44,7 @@ from services.common.task_type import classify_task
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
 from services.search.interfaces import ComponentError, Executor, GenerateCall, Generation, Message, Policy
 from services.search.strategies import program as pot
+from services.search.strategies.program_checks import program_vote
 
 _STDOUT_KEPT = 2_000
 _T = TypeVar("_T")
@@ -86,6 +89,26 @@ def program_version() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
+def problem_messages(problem: Problem) -> tuple[Message, ...]:
+    """The problem's own conversation, as a request through the gateway sends it."""
+    return tuple(Message(m["role"], m["content"]) for m in problem.messages())
+
+
+def messages_fingerprint(messages: Sequence[Message]) -> str:
+    return prompt_fingerprint((m.role, m.content) for m in messages)
+
+
+def program_prompt_changed(pool: ProblemPool) -> bool:
+    """Whether the strategy would now write this problem's program prompt differently from the
+    one its programs were drawn from (a form instruction it has learnt to strip): that problem
+    alone is drawn again. Draws from before prompts were kept count as current."""
+    draw = pool.draws.get("program")
+    if draw is None or not draw.prompt:
+        return False
+    current = messages_fingerprint(pot.program_messages(problem_messages(Problem.from_dict(pool.problem))))
+    return draw.prompt != current
+
+
 def _seeds(problem_id: str, kind: str, seed: int, count: int) -> list[int]:
     digest = hashlib.sha256(f"{seed}:{problem_id}:{kind}".encode()).digest()
     base = int.from_bytes(digest[:4], "big")
@@ -108,7 +131,7 @@ class PoolDrawer:
 
     async def draw(self, problem: Problem, split: str) -> ProblemPool:
         family = family_of(problem)
-        messages = tuple(Message(m["role"], m["content"]) for m in problem.messages())
+        messages = problem_messages(problem)
         draws: dict[str, Draw] = {}
         if problem.check == "code":
             draws["code"] = await self._draw(problem, "code", messages, self.settings.code_max_tokens)
@@ -163,7 +186,7 @@ class PoolDrawer:
         candidates = await asyncio.gather(
             *(self._judge(problem, kind, i, c, call, g) for i, (c, call, g) in enumerate(drawn))
         )
-        return Draw(kind, tuple(candidates), (greedy_call, sampled_call))
+        return Draw(kind, tuple(candidates), (greedy_call, sampled_call), prompt=messages_fingerprint(messages))
 
     async def _judge(self, problem: Problem, kind: DrawKind, index: int, candidate: Any, call: int,
                      greedy: bool) -> PoolCandidate:  # fmt: skip
@@ -191,7 +214,7 @@ class PoolDrawer:
         except ComponentError as err:
             return PoolCandidate(**base, key="", correct=None, program=program, error=f"sandbox: {err}")
         answer = program_answer(run.stdout) if run.status == "ok" else None
-        key = vote_key(answer, decimals=requested_decimals(problem.question)) if answer else ""
+        key, _ = program_vote(program, answer, problem.question, requested_decimals(problem.question))
         return PoolCandidate(
             **base, key=key, correct=answer_correct(problem, answer), answer=answer or "", program=program,
             status=run.status, stdout=run.stdout[-_STDOUT_KEPT:], sandbox_s=round(run.wall_seconds, 4),

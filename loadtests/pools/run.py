@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluation.datasets import SPLIT_SALT, Problem
 from evaluation.pools import DRAW_KINDS, Call, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
-from loadtests.pools.draw import DrawSettings, PoolDrawer, all_at_once, program_version
+from loadtests.pools.draw import DrawSettings, PoolDrawer, all_at_once, program_prompt_changed, program_version
 from loadtests.pools.latency_probe import latency_probe
 from loadtests.pools.services import ROOT, Service, model_lock, policy_service, sandbox_service
 from services.common.grpc_client import insecure_channel
@@ -86,7 +86,7 @@ def plan(directory: Path, split: str, problems: Sequence[Problem], settings: Dra
             f"uses {settings.as_dict()}: pass --redraw-stale, or draw into another folder"
         )
     fresh = [c for c in chunks if not redraw_stale or c not in stale]
-    done = set(latest_pools(fresh))
+    done = {pid for pid, (pool, _) in latest_pools(fresh).items() if not program_prompt_changed(pool)}
     kept = sum(len(c.pools) for c in stale) if not redraw_stale else 0
     todo = [p for p in problems if p.id not in done]
     return RunPlan(todo, max((c.seq for c in chunks), default=0) + 1, stale if redraw_stale else [], kept)

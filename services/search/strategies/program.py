@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from services.common.answer_form import parse_form, strip_form
-from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals, vote_key
+from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals
 from services.common.confidence import ConfidenceSignals
 from services.common.errors import InvalidArgument
 from services.search.interfaces import Message
@@ -50,7 +50,7 @@ from services.search.params import Params
 from services.search.strategies.base import Strategy
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated, GenRequest
-from services.search.strategies.program_checks import computes_nothing
+from services.search.strategies.program_checks import program_vote
 from services.search.strategies.results import Choice, Outcome
 from services.search.strategies.signals import HYBRID, POT, agreement, fallback_signals, vote_signals
 from services.search.strategies.stopping import should_stop, wave_sizes
@@ -316,8 +316,7 @@ class ProgramOfThought(Strategy):
             return _Ballot(generated, "", 1.0)
         run = await ctx.run_program(program, generated.node.id, wall_seconds=self.timeout_s)
         answer = program_answer(run.stdout) if run.status == "ok" else None
-        guess = computes_nothing(program, answer, question_text(ctx.problem)) if answer else None
-        key = vote_key(answer, decimals=decimals) if answer and guess is None else ""
+        key, guess = program_vote(program, answer, question_text(ctx.problem), decimals)
         execution = ctx.trace.get(generated.node.id).execution
         if execution is not None:
             execution.answer = key

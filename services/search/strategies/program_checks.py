@@ -10,7 +10,12 @@ These checks let such a program abstain (and be resampled) instead of voting:
   names only ever assigned literals, ``str``/``int``/``float`` of those;
 - from the run: the printed number is a numeric literal of the source that the question does
   not contain, and the program performs no operation at all (no arithmetic, comparison, loop,
-  subscript or call beyond a conversion), e.g. ``def solve(): return 32``.
+  subscript or call beyond a conversion), e.g. ``def solve(): return 32``;
+- from the data: the program works on a list of numbers that only the question's form
+  instructions contain (a model shown "Sort 35.0, -66.0, -23.0 ... instead of -69, -13, 1, 7
+  use ['-69', ...]" sorts the example's numbers), or on a list unrelated to the numbers the
+  question lists, none of which it writes; a lookup table (days per month) beside the
+  question's own numbers is neither.
 
 A program that computes anything (``print(6 * 7)``, a loop, ``len(s)``, a table lookup) votes.
 """
@@ -20,7 +25,8 @@ from __future__ import annotations
 import ast
 import re
 
-from services.common.answers import clean_number
+from services.common.answer_form import strip_form
+from services.common.answers import clean_number, vote_key
 
 # Calls that only restate their argument: a literal passed through them is still a literal.
 _PASS_THROUGH = frozenset({"str", "int", "float", "repr", "format", "Fraction", "Decimal", "print"})
@@ -38,6 +44,9 @@ _OPERATIONS = (
     ast.Attribute,
 )
 _QUESTION_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_DATA_MIN = 3  # numbers that make a list of data, in a question or a program
+_NUMBER_RUN = re.compile(r"\d+(?:\.\d+)?(?:\s*[,;]\s*(?:and\s+)?[-+]?\d+(?:\.\d+)?){2,}")
 
 
 def _literal_names(tree: ast.Module) -> set[str]:
@@ -63,6 +72,9 @@ def _literal_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 bound.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # numbers.sort() changes it
+            for name in _target_names(node.func.value):
+                bound.setdefault(name, []).append(None)
     literal: set[str] = set()
     changed = True
     while changed:
@@ -161,10 +173,84 @@ def guessed_output(program: str, printed: str, question: str) -> bool:
     return str(number) in literals and str(number) not in _numbers_in(question)
 
 
-def computes_nothing(program: str, printed: str, question: str) -> str | None:
-    """Why the program's printed answer is a guess (it then abstains), or ``None`` if it computed."""
+def _magnitudes(values: list[float | int]) -> set[str]:
+    return {str(clean_number(str(abs(v)))) for v in values}
+
+
+def _number_lists(tree: ast.Module) -> list[list[float | int]]:
+    """Every list, tuple or set literal of at least three numbers (negative ones, and numbers
+    written as strings, included)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and len(node.elts) >= _DATA_MIN:
+            values = [_number_value(e) for e in node.elts]
+            if all(v is not None for v in values):
+                found.append([v for v in values if v is not None])
+    return found
+
+
+def _number_value(node: ast.expr) -> float | int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _number_value(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NUMBER.fullmatch(node.value.strip()):
+        return float(node.value)  # '-69': a number written as a string
+    return None
+
+
+def _listed_numbers(question: str) -> set[str]:
+    """The numbers of the longest list the question writes out ("35.0, -66.0, -23.0")."""
+    runs = [_numbers_in(m.group(0)) for m in _NUMBER_RUN.finditer(question)]
+    return max(runs, key=len, default=set())
+
+
+def foreign_data(program: str, question: str, shown: str | None = None) -> bool:
+    """The data check. ``question`` is the user's, ``shown`` what the program was asked (the
+    question without its form instructions; the question itself when not given). A list of
+    numbers in the program is foreign when most of its numbers, three at least, occur only in
+    the form instructions (an example the model copied), or when the question lists at least three
+    numbers, the program's list is mostly not among them and the program writes none of them."""
+    shown = question if shown is None else shown
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return False
+    lists = [_magnitudes(values) for values in _number_lists(tree)]
+    if not lists:
+        return False
+    instructions_only = _numbers_in(question) - _numbers_in(shown)
+    if any(
+        len(common := numbers & instructions_only) >= _DATA_MIN and len(common) * 2 > len(numbers) for numbers in lists
+    ):
+        return True
+    given = _listed_numbers(shown)
+    if len(given) < _DATA_MIN or not any(len(numbers & given) * 2 < len(numbers) for numbers in lists):
+        return False
+    constants = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    written = _magnitudes([v for n in constants if (v := _number_value(n)) is not None])
+    written |= {s for n in constants if isinstance(n.value, str) for s in _numbers_in(n.value)}
+    return not written & given
+
+
+def computes_nothing(program: str, printed: str, question: str, shown: str | None = None) -> str | None:
+    """Why the program's printed answer is a guess (it then abstains), or ``None`` if it computed.
+    ``shown`` is what the program was asked (see :func:`foreign_data`)."""
     if prints_literal(program):
         return "prints a literal"
     if guessed_output(program, printed, question):
         return "prints a number written in the program, computing nothing"
+    if foreign_data(program, question, shown):
+        return "computes on numbers the question does not give"
     return None
+
+
+def program_vote(program: str, answer: str | None, question: str, decimals: int | None) -> tuple[str, str | None]:
+    """A run program's vote key ("" abstains) and why it abstains (``None`` when it votes), as
+    program-of-thought decides it: the one rule the strategy and the calibration pools share.
+    ``question`` is the user's; the checks read it as the program saw it, its form stripped."""
+    if not answer:
+        return "", None
+    guess = computes_nothing(program, answer, question, strip_form(question))
+    return ("" if guess is not None else vote_key(answer, decimals=decimals)), guess

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluation.datasets import Problem
-from loadtests.pools.draw import DrawSettings, PoolDrawer, program_version
+from loadtests.pools.draw import DrawSettings, PoolDrawer, messages_fingerprint, program_version
 from services.gen.ttc.v1 import sandbox_pb2
 from services.search.interfaces import Candidate, GenerateCall, Generation, Message, ProgramRun
 from services.search.strategies import program as pot
@@ -79,9 +79,10 @@ def test_a_math_pool_holds_greedy_then_sampled_chains_and_programs() -> None:
     assert [(c.key, c.correct, c.cut) for c in cot.candidates] == [
         ("5", True, False), ("5", True, False), ("6", False, False), ("", False, True),
     ]  # fmt: skip
-    # A bare last expression is printed, as program_source does; unparsable text abstains unrun.
+    # A bare last expression is printed, as program_source does; unparsable text abstains unrun;
+    # print(4) ran but computed nothing, so it abstains as served (its verdict is still kept).
     assert [(c.key, c.correct, c.status) for c in programs.candidates] == [
-        ("5", True, "ok"), ("5", True, "ok"), ("", False, ""), ("4", False, "ok"),
+        ("5", True, "ok"), ("5", True, "ok"), ("", False, ""), ("", False, "ok"),
     ]  # fmt: skip
     assert programs.candidates[1].program.endswith("print(2 + 3)")
     assert [(c.n, c.temperature, c.prompt_tokens, c.cached_tokens) for c in cot.calls] == [
@@ -90,6 +91,7 @@ def test_a_math_pool_holds_greedy_then_sampled_chains_and_programs() -> None:
     program_call = next(c for c in policy.calls if pot.PROGRAM_INSTRUCTION in c["messages"][-1].content)
     asked = tuple(Message(m["role"], m["content"]) for m in MATH.messages())
     assert program_call["messages"] == pot.program_messages(asked)
+    assert programs.prompt == messages_fingerprint(pot.program_messages(asked)) != cot.prompt
     assert program_call["max_tokens"] == pot.PROGRAM_MAX_TOKENS
     again = asyncio.run(PoolDrawer(math_policy(), Python(), Tests(), DrawSettings(k=3)).draw(MATH, "x"))  # type: ignore[arg-type]
     seeds = [c.seed for c in cot.candidates]

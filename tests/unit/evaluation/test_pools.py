@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.datasets import Problem
-from evaluation.pools import iter_chunks, read_chunk, read_pools, write_chunk
+from evaluation.pools import ProblemPool, iter_chunks, read_chunk, read_pools, write_chunk
 from loadtests.pools.draw import DrawSettings, program_version
 from loadtests.pools.run import StaleSettings, counts, plan, remove_replaced
 from tests.unit.evaluation.pool_fixtures import draw, pool
@@ -112,3 +112,59 @@ def test_status_and_table_read_the_chunks(tmp_path: Path, capsys: pytest.Capture
     printed = capsys.readouterr().out
     assert "| all | `cot_greedy` | 2 | 0.500 |" in printed and "| counting | `sc@8` | 1 | 1.000 |" in printed
     assert '"pot@9:es"' in out.read_text()
+
+
+def _program_pool(question: str, programs: list[tuple[str, str]], prompt: str = "", pid: str = "a") -> ProblemPool:
+    """A pool whose program draw ran ``programs`` (source, printed answer), each keyed as voting."""
+    import dataclasses
+
+    from evaluation.pools import Draw, PoolCandidate
+    from services.common.answers import vote_key
+
+    cands = tuple(
+        PoolCandidate(
+            i, i == 0, i, int(i > 0), "t", 10, False, vote_key(out), False, answer=out, program=src, status="ok"
+        )
+        for i, (src, out) in enumerate(programs)
+    )
+    base = pool(pid)
+    problem = base.problem | {"question": question, "reference": "[-66.0, -23.0, 35.0]"}
+    return dataclasses.replace(base, problem=problem, draws={"program": Draw("program", cands, (), prompt=prompt)})
+
+
+def test_rescoring_rekeys_stored_programs_by_the_strategys_abstention_rule(tmp_path: Path) -> None:
+    from loadtests.pools.rescore import rescore
+
+    question = "Sort these numbers in ascending order: 35.0, -66.0, -23.0"
+    copied = "numbers = [-69, -13, 1, 7, 11, 43, 59, 61]\nnumbers.sort()\nprint(numbers)"
+    computed = "numbers = [35.0, -66.0, -23.0]\nnumbers.sort()\nprint(numbers)"
+    p = _program_pool(question, [(copied, "[-69, -13, 1, 7, 11, 43, 59, 61]"), (computed, "[-66.0, -23.0, 35.0]"),
+                                 ('print("[1, 2]")', "[1, 2]")])  # fmt: skip
+    write_chunk(tmp_path, "calibration", 1, {"model": "m"}, [p])
+    assert rescore(tmp_path) == {"calibration-00001.jsonl": 3}  # two keys dropped, one verdict now right
+    chunk = read_chunk(tmp_path / "calibration-00001.jsonl")
+    cands = chunk.pools[0].draws["program"].candidates
+    assert [c.key != "" for c in cands] == [False, True, False] and cands[1].correct
+    assert chunk.header["rescored"][0]["rekeyed"] == 2
+    assert rescore(tmp_path) == {"calibration-00001.jsonl": 0}
+
+
+def test_a_problem_whose_program_prompt_changed_is_drawn_again_alone(tmp_path: Path) -> None:
+    from loadtests.pools.draw import messages_fingerprint, problem_messages
+    from services.search.strategies import program as pot
+
+    s, v = DrawSettings(), program_version()
+    a, b = problems("a", "b")
+    current = messages_fingerprint(pot.program_messages(problem_messages(a)))
+    fresh = _program_pool(a.question, [], prompt=current, pid="a")
+    changed = _program_pool(b.question, [], prompt="0" * 12, pid="b")
+    legacy = _program_pool("question c", [], pid="c")  # drawn before prompts were kept: current
+    write_chunk(tmp_path, "calibration", 1, header(s, v), [fresh, changed, legacy])
+    left = plan(tmp_path, "calibration", problems("a", "b", "c"), s, v, redraw_stale=False, sha256=SHA)
+    assert [p.id for p in left.todo] == ["b"]
+
+
+def test_a_draw_keeps_its_prompt_fingerprint_through_a_chunk(tmp_path: Path) -> None:
+    p = _program_pool("q", [("print(6 * 7)", "42")], prompt="abc123def456")
+    write_chunk(tmp_path, "calibration", 1, {}, [p])
+    assert read_chunk(tmp_path / "calibration-00001.jsonl").pools[0].draws["program"].prompt == "abc123def456"

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from services.search.strategies.program import program_source
-from services.search.strategies.program_checks import computes_nothing, guessed_output, prints_literal
+from services.search.strategies.program_checks import (
+    computes_nothing,
+    foreign_data,
+    guessed_output,
+    prints_literal,
+    program_vote,
+)
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "program_outputs.json").read_text())
 RECORDS: list[dict[str, Any]] = DATA["records"]
@@ -75,3 +81,62 @@ def test_the_run_check_catches_a_constant_returned_from_a_function() -> None:
 )
 def test_literal_printing_by_the_ast(program: str, literal: bool) -> None:
     assert prints_literal(program) is literal
+
+
+# Real programs of the packaged 0.5B model (docs/data/calibration/pools/qwen2.5-coder-0.5b,
+# number_sorting), shown the question with its example-carrying form instructions.
+SORT_QUESTION = "Sort these numbers in ascending order: -8.0, 41.0, -13.0"
+SORT_ASKED = (
+    f"{SORT_QUESTION}\nPlease follow the instruction below:\n## 1. Let all your answers be a list of numbers. "
+    "Instead of reporting your answer as -69, -13, 1, 7, 11, 43, 59, 61, use ['-69', '-13', '1', '7', '11', '43', "
+    "'59', '61'] instead\n## 2. Convert all numbers in the square brackets as strings. For example, ['-69', '-13', "
+    "'1', '7', '11', '43', '59', '61']\n"
+)
+COPIED_EXAMPLE = [
+    "numbers = ['-69', '-13', '1', '7', '11', '43', '59', '61']\nnumbers.sort()\nprint(numbers)",
+    "# Step 1: Convert all numbers in the square brackets to strings\n"
+    "numbers = ['-69', '-13', '1', '7', '11', '43', '59', '61']\n\n# Step 2: Sort the numbers\n"
+    "sorted_numbers = sorted(numbers)\n\n# Print the sorted numbers\nprint(sorted_numbers)",
+    "numbers = [-69, -13, 1, 7, 11, 43, 59, 61]\nnumbers.sort()\nprint(numbers)",
+]
+
+
+@pytest.mark.parametrize("program", COPIED_EXAMPLE)
+def test_a_program_computing_on_an_examples_numbers_abstains(program: str) -> None:
+    printed = "[-69, -13, 1, 7, 11, 43, 59, 61]"
+    assert computes_nothing(program, printed, SORT_ASKED, shown=SORT_QUESTION) is not None
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "numbers = [-8.0, 41.0, -13.0]\nnumbers.sort()\nprint(numbers)",  # sorts in place: computed
+        "numbers = ['-8.0', '41.0', '-13.0']\nprint(sorted(numbers, key=float))",
+        "data = [-8.0, 41.0, -13.0]\nweights = [1, 2, 3]\nprint(sorted(data))",
+    ],
+)
+def test_a_program_on_the_questions_own_numbers_votes(program: str) -> None:
+    assert computes_nothing(program, "[-13.0, -8.0, 41.0]", SORT_ASKED, shown=SORT_QUESTION) is None
+    assert computes_nothing(program, "[-13.0, -8.0, 41.0]", SORT_QUESTION) is None
+
+
+def test_a_list_unrelated_to_the_questions_list_is_foreign_data() -> None:
+    program = "values = [3, 9, 27, 81]\nprint(sorted(values))"
+    assert foreign_data(program, "Sort these numbers: 5, 2, 8, 1")
+    assert not foreign_data("values = [3, 9, 27, 81]\nprint(sorted(values + [5, 2, 8, 1]))", "Sort: 5, 2, 8, 1")
+
+
+def test_a_lookup_table_is_not_foreign_data() -> None:
+    program = "days = [31, 28, 31, 30, 31]\nprint(sum(days[:2]) + 15)"
+    assert not foreign_data(program, "What day of the year is March 15, 2021, 3 days later?")
+    assert not foreign_data(program, "Add 15 to the days of January and February.")
+
+
+def test_program_vote_keys_what_votes_and_says_why_a_guess_abstains() -> None:
+    assert program_vote("print(6 * 7)", "42", "What is 6 times 7? Reply with the number.", None) == ("42", None)
+    assert program_vote("print(32)", "32", "What is 6 times 7? Reply with the number.", None) == (
+        "",
+        "prints a literal",
+    )
+    assert program_vote(COPIED_EXAMPLE[2], "[-69, -13]", "Sort these numbers: 5, 2, 8, 4", None)[0] == ""
+    assert program_vote("print(1)", None, "q", None) == ("", None)
