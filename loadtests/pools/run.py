@@ -86,9 +86,11 @@ def plan(directory: Path, split: str, problems: Sequence[Problem], settings: Dra
             f"uses {settings.as_dict()}: pass --redraw-stale, or draw into another folder"
         )
     fresh = [c for c in chunks if not redraw_stale or c not in stale]
-    done = {pid for pid, (pool, _) in latest_pools(fresh).items() if not program_prompt_changed(pool)}
+    latest = latest_pools(fresh)
+    changed = {pid for pid, (pool, _) in latest.items() if program_prompt_changed(pool)}
     kept = sum(len(c.pools) for c in stale) if not redraw_stale else 0
-    todo = [p for p in problems if p.id not in done]
+    # Problems whose program prompt changed come first: the table should price today's prompts.
+    todo = [p for p in problems if p.id in changed] + [p for p in problems if p.id not in latest]
     return RunPlan(todo, max((c.seq for c in chunks), default=0) + 1, stale if redraw_stale else [], kept)
 
 

@@ -160,8 +160,8 @@ def test_a_problem_whose_program_prompt_changed_is_drawn_again_alone(tmp_path: P
     changed = _program_pool(b.question, [], prompt="0" * 12, pid="b")
     legacy = _program_pool("question c", [], pid="c")  # drawn before prompts were kept: current
     write_chunk(tmp_path, "calibration", 1, header(s, v), [fresh, changed, legacy])
-    left = plan(tmp_path, "calibration", problems("a", "b", "c"), s, v, redraw_stale=False, sha256=SHA)
-    assert [p.id for p in left.todo] == ["b"]
+    left = plan(tmp_path, "calibration", problems("d", "a", "b", "c"), s, v, redraw_stale=False, sha256=SHA)
+    assert [p.id for p in left.todo] == ["b", "d"]  # the changed one first, then what was never drawn
 
 
 def test_a_draw_keeps_its_prompt_fingerprint_through_a_chunk(tmp_path: Path) -> None:
