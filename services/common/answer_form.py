@@ -11,6 +11,10 @@ letter case, rounded - or, when no form was asked for, as one short sentence.
 Rounding instructions stay in the stripped question (they can be the task itself: "round
 3.14159 to two decimals") and are applied again here; a unit stays too, as a plain request
 for the value in that unit (it changes the number), and is written after the number here.
+An instruction that shows an example answer ("Instead of reporting your answer as 1, 2, use
+['1', '2']", "(Format your answer like: ...)") is cut whole, examples and all
+(:mod:`services.common.answer_examples`), and the example is kept: the value is then written
+bare, in the example's shape where it is a list of quoted strings.
 Pure and deterministic: the gateway, the orchestrator and the benchmarks read forms the same way.
 """
 
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
+from services.common.answer_examples import Span, find_examples, requote
 from services.common.answers import clean_number, requested_decimals
 
 Case = Literal["lower", "upper"]
@@ -93,9 +98,9 @@ _TEMPLATE_TRIGGER = re.compile(
 _CONNECTOR = re.compile(r"(?:\b(?:with|as|like|form|format|template|using|follows|reads|in)|:)\s*$", _F)
 # "Format: Answer: <n>", "in the form ANSWER=<n>", "end with Answer: X" (no quotes).
 _BARE_TEMPLATE = re.compile(
-    r"\b(?:(?:format|form|template|write|give|reply|respond|answer)(?:\s+(?:your|the)\s+\w+)?\s*(?:is|as|like|of)?|"
+    r"\b(?:(?:format|form|template|write|give|reply|respond|answer)\b(?:\s+(?:your|the)\s+\w+\b)?\s*(?:is|as|like|of)?|"
     r"(?:end|finish|conclude)\s+(?:your\s+\w+\s+)?with)"
-    r"\s*:?\s*(?P<t>[A-Za-z]+(?: [A-Za-z]+)?\s*[:=]\s*(?:" + _PLACEHOLDER.pattern + r"))",
+    r"\s*:?\s*(?P<t>(?!(?:is|as|like|of)\b)[A-Za-z]+(?: [A-Za-z]+)?\s*[:=]\s*(?:" + _PLACEHOLDER.pattern + r"))",
     _F,
 )
 _BOXED = re.compile(
@@ -152,12 +157,22 @@ class AnswerForm:
     case: Case | None = None
     decimals: int | None = None  # rounding asked for (services.common.answers.requested_decimals)
     fraction: bool = False  # "as a fraction"
-    spans: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # the instruction's text, to strip
+    example: str | None = None  # an example answer shown: "['-69', '-13']", "Emma is a angel/devil"
+    spans: tuple[Span, ...] = field(default=(), compare=False)  # the instruction's text, to strip
+    cuts: tuple[Span, ...] = field(default=(), compare=False)  # instructions with examples, cut whole
 
     @property
     def asked(self) -> bool:
         """Whether the question asks for any particular form."""
-        return bool(self.bare or self.template or self.unit or self.case or self.fraction or self.decimals is not None)
+        return bool(
+            self.bare
+            or self.template
+            or self.unit
+            or self.case
+            or self.fraction
+            or self.example
+            or self.decimals is not None
+        )
 
 
 def _template_of(text: str) -> tuple[str, tuple[int, int]] | None:
@@ -233,7 +248,18 @@ def parse_form(question: str) -> AnswerForm:
     fraction = _FRACTION_FORM.search(question)
     if fraction is not None:
         spans.append((fraction.start(), fraction.end()))
-    return AnswerForm(bare, template, unit, case, decimals, fraction is not None, tuple(sorted(spans)))
+    shown = find_examples(question) if template is None else None  # a template is the shape already
+    return AnswerForm(
+        bare,
+        template,
+        unit,
+        case,
+        decimals,
+        fraction is not None,
+        shown.example if shown else None,
+        tuple(sorted(spans)),
+        shown.cuts if shown else (),
+    )
 
 
 def _strip_sentence(sentence: str, spans: list[tuple[int, int]]) -> str:
@@ -258,23 +284,49 @@ def _strip_sentence(sentence: str, spans: list[tuple[int, int]]) -> str:
     return rest
 
 
+def _cut(question: str, cuts: tuple[Span, ...], spans: tuple[Span, ...]) -> tuple[str, list[Span]]:
+    """``question`` without the ``cuts`` (the gap closed to a space or at most a blank line), and
+    the ``spans`` outside them moved to where they are in what is left."""
+    pieces, at = [], 0
+    for start, end in sorted(cuts):
+        pieces.append((at, max(at, start)))
+        at = max(at, end)
+    pieces.append((at, len(question)))
+    text, moved = "", []
+    for start, end in pieces:
+        piece = question[start:end]
+        left, right = text.rstrip(" \t"), piece.lstrip(" \t")
+        breaks = len(left) - len(left.rstrip("\n")) + len(right) - len(right.lstrip("\n"))
+        left, right = left.rstrip("\n"), right.lstrip("\n")
+        gap = "" if not (left and right) else "\n" * min(breaks, 2) if breaks else " "
+        text = left + gap + right
+        shift = len(text) - len(right) - (start + len(piece) - len(right))
+        moved += [(s + shift, e + shift) for s, e in spans if start + len(piece) - len(right) <= s and e <= end]
+    return text, moved
+
+
 def strip_form(question: str, form: AnswerForm | None = None) -> str:
     """``question`` without its form instructions (bare, template, case, integer/fraction form,
-    unit): what a program is asked to compute. Rounding stays; so does the text around a span."""
+    unit, instructions with examples): what a program is asked to compute. Rounding stays; so
+    does the text around a span."""
     form = form if form is not None else parse_form(question)
-    if not form.spans:
+    if not form.spans and not form.cuts:
         return question
+    text, spans = _cut(question, form.cuts, form.spans) if form.cuts else (question, list(form.spans))
     out: list[str] = []
-    for match in _SENTENCE.finditer(question):
+    at = 0
+    for match in _SENTENCE.finditer(text):
         start, end = match.span()
+        out.append(text[at:start])  # the line breaks between sentences
+        at = end
         inside = [
             (max(s, start) - start, min(e, end) - start)
-            for s, e in form.spans
-            if s < end and e > start and not re.search(r"\d", question[s:e])  # an instruction with data stays
+            for s, e in spans
+            if s < end and e > start and not re.search(r"\d", text[s:e])  # an instruction with data stays
         ]
         out.append(_strip_sentence(match.group(0), inside) if inside else match.group(0))
-    text = "".join(out).strip()
-    return text or question
+    stripped = "".join(out).strip()
+    return stripped or question
 
 
 def _number_text(value: str, form: AnswerForm) -> str | None:
@@ -316,6 +368,8 @@ def render_value(value: str, form: AnswerForm) -> str:
             text = f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
         else:
             text = number
+    if form.example:
+        text = requote(text, form.example)
     if form.case == "lower":
         text = text.lower()
     elif form.case == "upper":
@@ -328,6 +382,6 @@ def render(value: str, form: AnswerForm) -> str:
     text = render_value(value, form)
     if form.template:
         return form.template.replace(SLOT, text)
-    if form.bare:
+    if form.bare or form.example:  # an example shows the shape wanted: no sentence around it
         return text
     return f"The answer is {text}."
