@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,live,heldout,routed}``.
+"""``python -m loadtests.pools {problems,draw,status,rescore,table,calibrate,validate,live,heldout,routed,escalation}``.
 
 ``problems`` lists the problem set per split, family and task kind and checks the splits are
 disjoint; ``draw`` draws pools through the real policy and sandbox services, in resumable
@@ -14,7 +14,8 @@ sequential and tree strategies live on a stratified calibration subset (:mod:`lo
 fits the routing as ``calibrate`` does and scores the ladder on the held-out pools, with the
 Must-show checks (:mod:`loadtests.pools.heldout`); ``routed`` measures that ladder through
 the gateway, one unpinned request per group of efforts that route alike
-(:mod:`loadtests.pools.routed`).
+(:mod:`loadtests.pools.routed`); ``escalation`` prices the small model, the large one and the
+cascade on the problems drawn for both (:mod:`loadtests.pools.escalation`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from evaluation.pricing_table import (
 )
 from evaluation.problemset import DEFAULT_PER_FAMILY, FAMILIES, build_problem_set, check_disjoint, family_of
 from evaluation.provenance import provenance
-from loadtests.pools import calibrate, heldout, live, routed, validate
+from loadtests.pools import calibrate, escalation, heldout, live, routed, validate
 from loadtests.pools.draw import DrawSettings, program_prompt_changed, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
 from services.search.strategies.stopping import should_stop
@@ -239,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     routed.add_arguments(
         sub.add_parser("routed", help="the held-out ladder through the gateway, routed by effort (resumes)")
     )
+    escalation.add_arguments(
+        sub.add_parser("escalation", help="small model, large model and the cascade, priced from both models' pools")
+    )
     for name in ("status", "rescore", "table"):
         p = sub.add_parser(name)
         p.add_argument("--model", default=DEFAULT_MODEL)
@@ -260,6 +264,6 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "problems": cmd_problems, "draw": cmd_draw, "status": cmd_status, "rescore": cmd_rescore, "table": cmd_table,
         "calibrate": calibrate.run, "validate": validate.run, "live": live.run,
-        "heldout": heldout.run, "routed": routed.run,
+        "heldout": heldout.run, "routed": routed.run, "escalation": escalation.run,
     }  # fmt: skip
     return handlers[a.command](a)

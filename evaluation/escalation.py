@@ -1,0 +1,199 @@
+"""Escalation priced from two models' pools: the small model alone, the large alone, the cascade.
+
+Issue 20 asks, on held-out problems of at least 4 families, for the accuracy, tokens and
+latency of each of the three with 95% intervals and the share escalated, and, on the families
+where the large model is better, for the cascade to come within 3 points of the large model's
+accuracy at fewer generated tokens and a lower p50 latency than the large model alone.
+
+Every figure here is on the same problems: those drawn for both models. The cascade is
+:func:`evaluation.pricing_table.cascade` (the small model's configuration; below the vote-share
+threshold, or with no answer, the large model's configuration answers too and both spends
+count). "Large is better" is read on the point estimates of the family's problems, and the
+verdict says so; the paired difference cascade - large comes with its own bootstrap interval
+so a reader can see how much of a 3-point margin the data can resolve. Pure: pools in, a
+plain dict out (:mod:`loadtests.pools.escalation` reads the pools and writes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from evaluation.intervals import bootstrap_interval
+from evaluation.pools import ProblemPool
+from evaluation.pricing import Config, Estimate, Pricer
+from evaluation.pricing_table import cascade
+
+MARGIN = 0.03  # the cascade may trail the large model by at most 3 points where the large is better
+MIN_FAMILIES = 4
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One of the three ways to answer, over a group's problems."""
+
+    name: str  # "small", "large" or "cascade"
+    config: str
+    accuracy: float
+    low: float
+    high: float
+    generated: float
+    prompt: float
+    latency_mean_s: float
+    latency_p50_s: float
+    escalated: float
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    group: str  # a family, a task kind or "all"
+    problems: int
+    small: Arm
+    large: Arm
+    cascade: Arm
+    cascade_minus_large: tuple[float, float, float]  # point, 95% low, 95% high (paired over problems)
+    large_better: bool
+    meets: bool | None  # None where the large model is not better (no target there)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _arm(name: str, config: str, estimates: Sequence[Estimate], seed: int) -> Arm:
+    acc = [e.accuracy for e in estimates]
+    low, high = bootstrap_interval(acc, seed=seed)
+    m = len(estimates)
+    return Arm(
+        name=name, config=config, accuracy=sum(acc) / m, low=low, high=high,
+        generated=sum(e.generated for e in estimates) / m, prompt=sum(e.prompt for e in estimates) / m,
+        latency_mean_s=sum(e.latency_s for e in estimates) / m,
+        latency_p50_s=float(np.median([e.latency_s for e in estimates])),
+        escalated=sum(e.escalated for e in estimates) / m,
+    )  # fmt: skip
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, seed: int = 0,
+                      resamples: int = 4000) -> tuple[float, float, float]:  # fmt: skip
+    """Mean of a - b over problems with its 95% percentile bootstrap interval (problems resampled)."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if diff.size == 0:
+        return (0.0, 0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
+    return (float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+
+def verdict(small: Arm, large: Arm, cascaded: Arm, margin: float = MARGIN) -> tuple[bool, bool | None]:
+    """(large better, target met): where the large model is better on the point estimate, the
+    cascade must be within ``margin`` of its accuracy at fewer generated tokens and a lower p50."""
+    large_better = large.accuracy > small.accuracy
+    if not large_better:
+        return False, None
+    meets = (
+        cascaded.accuracy >= large.accuracy - margin
+        and cascaded.generated < large.generated
+        and cascaded.latency_p50_s < large.latency_p50_s
+    )
+    return True, meets
+
+
+def group_report(
+    group: str,
+    problems: Sequence[tuple[ProblemPool, ProblemPool]],
+    small: Pricer,
+    large: Pricer,
+    small_config: Config,
+    large_config: Config,
+    threshold: float,
+    seed: int = 0,
+) -> GroupReport | None:
+    """The three arms on one group's problems (pairs of the small and the large model's pool of
+    one problem); ``None`` when no problem of the group has all three priced."""
+    rows: list[tuple[Estimate, Estimate, Estimate]] = []
+    for small_pool, large_pool in problems:
+        alone = small.estimate(small_pool, small_config)
+        big = large.estimate(large_pool, large_config)
+        both = cascade(small, large, small_pool, large_pool, small_config, large_config, threshold)
+        if alone is not None and big is not None and both is not None:
+            rows.append((alone, big, both))
+    if not rows:
+        return None
+    s = _arm("small", small_config.name, [r[0] for r in rows], seed)
+    la = _arm("large", large_config.name, [r[1] for r in rows], seed)
+    c = _arm("cascade", f"{small_config.name}->{large_config.name}@{threshold:g}", [r[2] for r in rows], seed)
+    diff = paired_difference([r[2].accuracy for r in rows], [r[1].accuracy for r in rows], seed=seed)
+    large_better, meets = verdict(s, la, c)
+    return GroupReport(group, len(rows), s, la, c, diff, large_better, meets)
+
+
+def escalation_report(
+    small_pools: Sequence[ProblemPool],
+    large_pools: Sequence[ProblemPool],
+    small: Pricer,
+    large: Pricer,
+    small_config: Config,
+    large_config: Config,
+    threshold: float,
+    seed: int = 0,
+) -> dict[str, object]:
+    """Per family, per task kind and overall, on the problems both models have pools for, with
+    the issue's verdict: met when at least :data:`MIN_FAMILIES` families are measured and every
+    family where the large model is better meets the target."""
+    by_id = {p.id: p for p in large_pools}
+    pairs = [(p, by_id[p.id]) for p in small_pools if p.id in by_id]
+    families = sorted({p.family for p, _ in pairs})
+    kinds = sorted({p.kind for p, _ in pairs})
+
+    def report(group: str, chosen: list[tuple[ProblemPool, ProblemPool]]) -> GroupReport | None:
+        return group_report(group, chosen, small, large, small_config, large_config, threshold, seed)
+
+    per_family = [r for f in families if (r := report(f, [q for q in pairs if q[0].family == f]))]
+    per_kind = [r for k in kinds if (r := report(k, [q for q in pairs if q[0].kind == k]))]
+    overall = report("all", pairs)
+    better = [r for r in per_family if r.large_better]
+    met = len(per_family) >= MIN_FAMILIES and all(r.meets for r in better)
+    return {
+        "small_config": small_config.name,
+        "large_config": large_config.name,
+        "threshold": threshold,
+        "problems": len(pairs),
+        "families": [r.as_dict() for r in per_family],
+        "kinds": [r.as_dict() for r in per_kind],
+        "all": overall.as_dict() if overall else None,
+        "verdict": {
+            "families_measured": len(per_family),
+            "families_large_better": [r.group for r in better],
+            "families_missing_target": [r.group for r in better if not r.meets],
+            "met": met,
+        },
+    }
+
+
+def markdown(report: dict[str, object]) -> str:
+    """The report as the docs show it: one row per group and arm."""
+    lines = [
+        f"small `{report['small_config']}`, large `{report['large_config']}`, escalate below vote share "
+        f"{report['threshold']}; {report['problems']} problems drawn for both models",
+        "",
+        "| group | problems | arm | accuracy [95% CI] | generated tok | prompt tok | latency p50 / mean s "
+        "| escalated |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups = [*report["families"], *report["kinds"], *([report["all"]] if report["all"] else [])]  # type: ignore[misc]
+    for g in groups:
+        for name in ("small", "large", "cascade"):
+            a = g[name]
+            esc = f"{a['escalated']:.0%}" if name == "cascade" else ""
+            lines.append(
+                f"| {g['group']} | {g['problems']} | {name} `{a['config']}` | {a['accuracy']:.3f} "
+                f"[{a['low']:.3f}, {a['high']:.3f}] | {a['generated']:.0f} | {a['prompt']:.0f} | "
+                f"{a['latency_p50_s']:.1f} / {a['latency_mean_s']:.1f} | {esc} |"
+            )
+        d = g["cascade_minus_large"]
+        target = {None: "no target (large not better)", True: "met", False: "missed"}[g["meets"]]
+        lines.append(f"| {g['group']} | | cascade - large | {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | | | | {target} |")
+    v = report["verdict"]
+    lines += ["", f"verdict: {v}"]
+    return "\n".join(lines)
