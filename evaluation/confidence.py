@@ -27,14 +27,23 @@ import math
 import random
 import subprocess
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evaluation.pools import Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools
-from evaluation.pricing import DEFAULT_LIMIT, Ballot, Config, subsets, winner
+from evaluation.pricing import (
+    DEFAULT_LIMIT,
+    Ballot,
+    Config,
+    fallback_signals,
+    pool_signals,
+    pot_signals,
+    subsets,
+    winner,
+)
 from evaluation.pricing_table import default_configs, judges_in
 from services.common.confidence import (
     DEFAULT_PATH,
@@ -67,30 +76,11 @@ class Replay:
     correct: bool
 
 
-def family_of(config: Config) -> str:
-    if config.family == "pot":
-        return "hybrid" if config.cot > 0 else "pot"
-    return config.family
-
-
 def confidence_configs(pools: Sequence[ProblemPool]) -> list[Config]:
     """The pricing's configurations that end in one answer with a vote to read (no oracle
     ``code_pass``; no early stopping yet: that needs the stopping rule's replay)."""
     k = max((len(d.sampled) for p in pools for d in p.draws.values()), default=0)
     return [c for c in default_configs(k, judges_in(pools)) if c.family in REPLAYED and not c.early_stop]
-
-
-def _signals(config: Config, ballots: Sequence[Ballot], chosen: Ballot | None, **extra: Any) -> ConfidenceSignals:
-    total = sum(b.weight for b in ballots)
-    share = 0.0 if chosen is None or total <= 0 else sum(b.weight for b in ballots if b.key == chosen.key) / total
-    return ConfidenceSignals(
-        config=family_of(config),
-        vote_share=share,
-        votes=len(ballots),
-        distinct=len({b.key for b in ballots if b.key}),
-        abstained=sum(1 for b in ballots if not b.key),
-        **extra,
-    )
 
 
 def _ballot(c: PoolCandidate, weight: float = 1.0) -> Ballot:
@@ -116,7 +106,7 @@ def _runs(
         greedy = draw.greedy
         ballots = [] if greedy is None else [_ballot(greedy)]
         chosen = winner(ballots)
-        yield _signals(config, ballots, chosen), chosen is not None and chosen.correct
+        yield pool_signals(config, ballots, chosen), chosen is not None and chosen.correct
         return
     if f in ("sc", "code_vote", "bon", "wvote"):
         draw = pool.draws["code" if f.startswith("code") else "cot"]
@@ -131,7 +121,7 @@ def _sampled(config: Config, drawn: list[PoolCandidate]) -> tuple[ConfidenceSign
         best = max(drawn, key=lambda c: (c.scores[config.judge], -drawn.index(c)))
         ballots = [_ballot(c) for c in drawn]
         chosen = next(b for b in ballots if b.key == best.key) if best.key else None
-        signals = _signals(config, ballots, chosen, judge_score=best.scores[config.judge])
+        signals = pool_signals(config, ballots, chosen, judge_score=best.scores[config.judge])
         return signals, bool(best.correct)
     weights = [c.scores[config.judge] if config.family == "wvote" else 1.0 for c in drawn]
     ballots = [_ballot(c, w) for c, w in zip(drawn, weights, strict=True)]
@@ -140,7 +130,7 @@ def _sampled(config: Config, drawn: list[PoolCandidate]) -> tuple[ConfidenceSign
     if config.family == "wvote" and chosen is not None:
         judged = [c.scores[config.judge] for c in drawn if c.key == chosen.key]
         judge = sum(judged) / len(judged)
-    return _signals(config, ballots, chosen, judge_score=judge), chosen is not None and chosen.correct
+    return pool_signals(config, ballots, chosen, judge_score=judge), chosen is not None and chosen.correct
 
 
 def _pot(pool: ProblemPool, config: Config, rng: random.Random, limit: int) -> Iterator[tuple[ConfidenceSignals, bool]]:
@@ -164,22 +154,13 @@ def _pot_run(cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidat
     program_ballots = [_ballot(c) for c in order]
     thought_ballots = [_ballot(c, config.cot_weight) for c in thoughts]
     ballots = program_ballots + thought_ballots
-    agree: bool | None = None
     if not any(b.key for b in ballots) and config.cot == 0 and cots.greedy is not None:
-        # No program answered: the greedy chain of thought answers alone. Its share is of every
-        # ballot cast, the abstaining programs included (the served rule: signals.fallback_signals).
+        # No program answered: the greedy chain of thought answers alone (the served fallback).
         fallback = _ballot(cots.greedy, config.cot_weight)
         chosen = winner([fallback])
-        signals = _signals(config, [fallback], chosen)
-        signals = replace(signals, votes=len(ballots) + 1, abstained=signals.abstained + len(ballots),
-                          vote_share=signals.vote_share / (len(ballots) + 1))  # fmt: skip
-        return signals, chosen is not None and chosen.correct
-    if thought_ballots:
-        p_win, t_win = winner(program_ballots), winner(thought_ballots)
-        if p_win is not None and t_win is not None:
-            agree = p_win.key == t_win.key
+        return fallback_signals(config, len(ballots), fallback), chosen is not None and chosen.correct
     chosen = winner(ballots)
-    return _signals(config, ballots, chosen, programs_agree=agree), chosen is not None and chosen.correct
+    return pot_signals(config, program_ballots, thought_ballots, chosen), chosen is not None and chosen.correct
 
 
 # ------------------------------------------------------------------------------------ rows

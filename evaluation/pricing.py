@@ -39,10 +39,11 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from evaluation.pools import Call, Draw, PoolCandidate, ProblemPool
+from services.common.confidence import ConfidenceSignals
 
 StopRule = Callable[[Mapping[str, float], float], bool]  # (votes per key, weight still to come) -> stop
 Family = Literal["cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass"]
@@ -98,13 +99,16 @@ def judge_cost(drawn: Sequence[PoolCandidate], judge: str) -> tuple[int, float]:
 @dataclass(frozen=True)
 class Outcome:
     """One replayed run: right or not, what it generated and prefilled, how long it took, the
-    winner's share of the vote weight (1.0 for a single answer, 0.0 for none)."""
+    winner's share of the vote weight (1.0 for a single answer, 0.0 for none), and the signals
+    the served strategy would compute its ``ttc.confidence`` from (:func:`pool_signals`; the
+    cascade gates on that number, as served); ``None`` for the oracle ``code_pass``."""
 
     correct: bool
     generated: int
     prompt: int
     latency_s: float
     agreement: float
+    signals: ConfidenceSignals | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,47 @@ def _ballot(c: PoolCandidate, weight: float = 1.0) -> Ballot:
     return Ballot(c.key, weight, bool(c.correct), c.mean_logprob)
 
 
+def confidence_family(config: Config) -> str:
+    """The configuration family the confidence model is fitted per (the served strategies' names)."""
+    if config.family == "pot":
+        return "hybrid" if config.cot > 0 else "pot"
+    return config.family
+
+
+def pool_signals(config: Config, ballots: Sequence[Ballot], chosen: Ballot | None, **extra: Any) -> ConfidenceSignals:
+    """The confidence signals of one replayed run's vote, as the served strategy reports them."""
+    total = sum(b.weight for b in ballots)
+    share = 0.0 if chosen is None or total <= 0 else sum(b.weight for b in ballots if b.key == chosen.key) / total
+    return ConfidenceSignals(
+        config=confidence_family(config),
+        vote_share=share,
+        votes=len(ballots),
+        distinct=len({b.key for b in ballots if b.key}),
+        abstained=sum(1 for b in ballots if not b.key),
+        **extra,
+    )
+
+
+def fallback_signals(config: Config, abstained: int, fallback: Ballot) -> ConfidenceSignals:
+    """No program answered and the greedy chain of thought answers alone: its share is of every
+    ballot cast, the abstaining programs included (the served rule, ``signals.fallback_signals``)."""
+    signals = pool_signals(config, [fallback], winner([fallback]))
+    return replace(signals, votes=abstained + 1, abstained=signals.abstained + abstained,
+                   vote_share=signals.vote_share / (abstained + 1))  # fmt: skip
+
+
+def pot_signals(config: Config, programs: Sequence[Ballot], thoughts: Sequence[Ballot],
+                chosen: Ballot | None) -> ConfidenceSignals:  # fmt: skip
+    """A program vote's signals; with the hybrid's chains of thought, whether the programs'
+    winner and the thoughts' winner agree."""
+    agree: bool | None = None
+    if thoughts:
+        p_win, t_win = winner(programs), winner(thoughts)
+        if p_win is not None and t_win is not None:
+            agree = p_win.key == t_win.key
+    return pool_signals(config, [*programs, *thoughts], chosen, programs_agree=agree)
+
+
 # ---------------------------------------------------------------------------------- latency
 @dataclass(frozen=True)
 class LatencyModel:
@@ -223,7 +268,7 @@ class Pricer:
         f = config.family
         if f in ("cot_greedy", "code_greedy"):
             draw = pool.draws["code" if f == "code_greedy" else "cot"]
-            yield self._single(draw, draw.greedy, first_call=True)
+            yield self._single(draw, draw.greedy, first_call=True, config=config)
         elif f in ("sc", "code_vote", "code_pass", "bon", "wvote"):
             draw = pool.draws["code" if f.startswith("code") else "cot"]
             sampled = draw.sampled
@@ -232,13 +277,17 @@ class Pricer:
         else:
             yield from self._pot(pool, config, rng)
 
-    def _single(self, draw: Draw, c: PoolCandidate | None, *, first_call: bool) -> Outcome:
+    def _single(self, draw: Draw, c: PoolCandidate | None, *, first_call: bool,
+                config: Config | None = None) -> Outcome:  # fmt: skip
         if c is None:
-            return Outcome(False, 0, 0, 0.0, 0.0)
+            return Outcome(False, 0, 0, 0.0, 0.0, pool_signals(config, [], None) if config is not None else None)
         call = draw.calls[c.call]
         uncached = call.prompt_tokens if first_call else _uncached(call)
         latency = self.latency.call(1, uncached, c.completion_tokens) + c.sandbox_s
-        return Outcome(bool(c.correct), c.completion_tokens, call.prompt_tokens, latency, 1.0 if c.key else 0.0)
+        ballots = [_ballot(c)]
+        signals = pool_signals(config, ballots, winner(ballots)) if config is not None else None
+        return Outcome(bool(c.correct), c.completion_tokens, call.prompt_tokens, latency, 1.0 if c.key else 0.0,
+                       signals)  # fmt: skip
 
     def _sampled_vote(self, draw: Draw, chosen: list[PoolCandidate], config: Config) -> Outcome:
         drawn = chosen
@@ -263,12 +312,20 @@ class Pricer:
         prompt, latency = prompt * calls + judge_tokens, latency + judge_s
         if config.family == "bon":
             best = max(drawn, key=lambda c: (c.scores[config.judge], -drawn.index(c)))
-            return Outcome(bool(best.correct), generated, prompt, latency, best.scores[config.judge])
+            plain = [_ballot(c) for c in drawn]
+            picked = next(b for b in plain if b.key == best.key) if best.key else None
+            signals = pool_signals(config, plain, picked, judge_score=best.scores[config.judge])
+            return Outcome(bool(best.correct), generated, prompt, latency, best.scores[config.judge], signals)
         weights = [c.scores[config.judge] if config.family == "wvote" else 1.0 for c in drawn]
         ballots = [Ballot(c.key, w, bool(c.correct), c.mean_logprob) for c, w in zip(drawn, weights, strict=True)]
         chosen_ballot = winner(ballots, logprob_ties=config.family == "sc")
         correct = chosen_ballot is not None and chosen_ballot.correct
-        return Outcome(correct, generated, prompt, latency, agreement(ballots, chosen_ballot))
+        judge = None
+        if config.family == "wvote" and chosen_ballot is not None:
+            judged = [c.scores[config.judge] for c in drawn if c.key == chosen_ballot.key]
+            judge = sum(judged) / len(judged)
+        signals = pool_signals(config, ballots, chosen_ballot, judge_score=judge)
+        return Outcome(correct, generated, prompt, latency, agreement(ballots, chosen_ballot), signals)
 
     def _pot(self, pool: ProblemPool, config: Config, rng: random.Random) -> Iterator[Outcome]:
         programs, cots = pool.draws["program"], pool.draws["cot"]
@@ -291,7 +348,9 @@ class Pricer:
         then the wave's sampled programs with the hybrid's chains of thought), early stop after
         each wave, the greedy chain of thought when no program answered and there is no hybrid."""
         waves = _waves(config.n, config.first_wave if config.early_stop else config.n)
-        ballots: list[Ballot] = []
+        ballots: list[Ballot] = []  # in draw order: the winner's ties go to the earliest
+        program_ballots: list[Ballot] = []
+        thought_ballots: list[Ballot] = []
         generated, prompt, latency, at = 0, 0, 0.0, 0
         p_call, c_call = programs.calls[0], cots.calls[-1]
         for i, size in enumerate(waves):
@@ -308,21 +367,30 @@ class Pricer:
                 prompt += programs.calls[-1].prompt_tokens * bool(rest) + c_call.prompt_tokens * bool(cot)
             latency += max((c.sandbox_s for c in wave), default=0.0)
             generated += sum(c.completion_tokens for c in [*wave, *cot])
-            ballots += [_ballot(c) for c in wave] + [_ballot(c, config.cot_weight) for c in cot]
+            cast, thought = [_ballot(c) for c in wave], [_ballot(c, config.cot_weight) for c in cot]
+            ballots += cast + thought
+            program_ballots += cast
+            thought_ballots += thought
             remaining = config.n - at
             stop = self.stop if config.early_stop and remaining > 0 else None
             if stop is not None and stop(_tally(ballots), float(remaining)):
                 break
         if not any(b.key for b in ballots) and config.cot == 0 and cots.greedy is not None:
             fallback = self._single(cots, cots.greedy, first_call=True)
-            ballots.append(_ballot(cots.greedy, config.cot_weight))
+            fallback_ballot = _ballot(cots.greedy, config.cot_weight)
+            ballots.append(fallback_ballot)
             generated, prompt, latency = (
                 generated + fallback.generated,
                 prompt + fallback.prompt,
                 latency + fallback.latency_s,
             )
-        chosen = winner(ballots)
-        return Outcome(chosen is not None and chosen.correct, generated, prompt, latency, agreement(ballots, chosen))
+            chosen = winner(ballots)
+            signals = fallback_signals(config, len(program_ballots), fallback_ballot)
+        else:
+            chosen = winner(ballots)
+            signals = pot_signals(config, program_ballots, thought_ballots, chosen)
+        correct = chosen is not None and chosen.correct
+        return Outcome(correct, generated, prompt, latency, agreement(ballots, chosen), signals)
 
 
 def _tally(ballots: Sequence[Ballot]) -> dict[str, float]:

@@ -13,7 +13,8 @@ import numpy as np
 
 from evaluation.intervals import bootstrap_interval
 from evaluation.pools import Call, ProblemPool
-from evaluation.pricing import Config, Estimate, LatencyModel, Pricer, mean_estimate
+from evaluation.pricing import Config, Estimate, LatencyModel, Outcome, Pricer, mean_estimate
+from services.common.confidence import confidence
 
 
 def fit_latency(pools: Sequence[ProblemPool]) -> LatencyModel:
@@ -79,9 +80,12 @@ def judges_in(pools: Sequence[ProblemPool]) -> list[str]:
 
 def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: ProblemPool, small_config: Config,
             large_config: Config, threshold: float) -> Estimate | None:  # fmt: skip
-    """The small model's configuration; when its vote is unsettled (no answer, or the winner's
-    share below ``threshold``) the large model's configuration answers too, and both spends
-    count. The two pools are independent draws, so the large model's expected outcome applies."""
+    """The small model's configuration; when its vote is unsettled the large model's
+    configuration answers too, and both spends count. Unsettled is the served cascade's rule
+    (``services/search/strategies/cascade.py``): the small run's calibrated confidence (the
+    shipped model, ``services/common/confidence.py``, on the run's signals, no difficulty) is
+    below ``threshold``, or the run has no answer. The two pools are independent draws, so the
+    large model's expected outcome applies."""
     if not small_config.applies(small_pool):
         return None
     after = large.estimate(large_pool, large_config)
@@ -90,7 +94,7 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     rng = random.Random(f"{small.seed}:{small_pool.id}:{small_config.name}")
     runs = list(small.outcomes(small_pool, small_config, rng))
     base = mean_estimate(runs)
-    escalated = [o.agreement < threshold or o.agreement == 0.0 for o in runs]
+    escalated = [unsettled(o, threshold) for o in runs]
     share = sum(escalated) / len(runs)
     right = sum(after.accuracy if e else float(o.correct) for o, e in zip(runs, escalated, strict=True)) / len(runs)
     return Estimate(
@@ -100,6 +104,15 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
         latency_s=base.latency_s + share * after.latency_s,
         escalated=share,
     )
+
+
+def unsettled(run: Outcome, threshold: float) -> bool:
+    """Whether the cascade escalates after ``run``: no answer, or its confidence below ``threshold``
+    (the vote share where a run carries no signals, as the oracle ``code_pass`` does)."""
+    if run.agreement == 0.0:
+        return True
+    score = confidence(run.signals) if run.signals is not None else run.agreement
+    return score < threshold
 
 
 @dataclass(frozen=True)

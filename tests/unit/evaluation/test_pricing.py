@@ -17,7 +17,9 @@ from evaluation.pricing_table import (
     fit_latency,
     price_all,
     table,
+    unsettled,
 )
+from services.common.confidence import confidence
 from services.search.strategies.stopping import should_stop, wave_sizes
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
@@ -101,10 +103,24 @@ def test_the_cascade_escalates_only_unsettled_votes() -> None:
     large = pool(cot=draw("cot", ("1", True), [("1", True), ("1", True)], tokens=100))
     sc2 = Config("sc@2", "sc", 2)
     pricer = Pricer(FREE)
-    up = cascade(pricer, pricer, split_vote, large, sc2, sc2, threshold=0.75)
-    kept = cascade(pricer, pricer, settled, large, sc2, sc2, threshold=0.75)
+    # The gate is the shipped calibrated confidence, as served: two agreeing samples are about 0.74.
+    up = cascade(pricer, pricer, split_vote, large, sc2, sc2, threshold=0.7)
+    kept = cascade(pricer, pricer, settled, large, sc2, sc2, threshold=0.7)
     assert up is not None and up.escalated == 1.0 and up.accuracy == 1.0 and up.generated == 20 + 200
     assert kept is not None and kept.escalated == 0.0 and kept.accuracy == 0.0 and kept.generated == 20
+
+
+def test_the_cascade_gates_on_the_calibrated_confidence_not_the_share() -> None:
+    """A unanimous vote of one sample has share 1.0 but a confidence near 0.4: it escalates."""
+    one = pool(cot=draw("cot", ("1", False), [("1", False)]))
+    large = pool(cot=draw("cot", ("1", True), [("1", True)], tokens=100))
+    sc1 = Config("sc@1", "sc", 1)
+    pricer = Pricer(FREE)
+    run = next(pricer.outcomes(one, sc1, random.Random(0)))
+    assert run.agreement == 1.0 and run.signals is not None
+    assert confidence(run.signals) < 0.75 and unsettled(run, 0.75) and not unsettled(run, 0.3)
+    up = cascade(pricer, pricer, one, large, sc1, sc1, threshold=0.75)
+    assert up is not None and up.escalated == 1.0 and up.accuracy == 1.0
 
 
 def test_latency_model_is_fitted_on_the_pools_calls() -> None:
@@ -131,3 +147,25 @@ def test_table_has_rows_per_kind_and_overall_for_every_n() -> None:
     assert {r.group for r in rows} == {"arithmetic", "counting", "all"}
     greedy = next(r for r in rows if r.group == "all" and r.config == "cot_greedy")
     assert greedy.accuracy == 0.5 and greedy.problems == 2
+
+
+def test_the_pricers_signals_are_the_confidence_replays() -> None:
+    """One source of truth for a run's signals: the pricing's outcomes carry what
+    ``evaluation.confidence`` fits on, run for run (same subsets, same order)."""
+    from evaluation.confidence import replays
+
+    pools = [
+        pool("a", cot=draw("cot", ("1", True), [("1", True), ("2", False), ("1", True), ("3", False)]),
+             program=draw("program", ("", False), [("1", True), ("", False), ("2", False), ("1", True)])),
+        pool("b", cot=draw("cot", ("4", False), [("4", False)] * 4),
+             program=draw("program", ("", False), [("", False)] * 4)),
+    ]  # fmt: skip
+    pricer = Pricer(FREE)
+    checked = 0
+    for p in pools:
+        for c in [c for c in default_configs(4) if not c.early_stop and c.family in ("cot_greedy", "sc", "pot")]:
+            mine = [o.signals for o in pricer.outcomes(p, c, random.Random(f"0:{p.id}:{c.name}"))]
+            theirs = [r.signals for r in replays(p, c, limit=pricer.limit)]
+            assert mine == theirs, c.name
+            checked += len(mine)
+    assert checked > 20
