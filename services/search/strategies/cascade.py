@@ -12,8 +12,10 @@ so usage counts both models' tokens, and the trace has an ``escalate`` (or ``set
 whose score is the small vote's confidence.
 
 Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
-0.75: a probability now, not a share; one agreeing greedy program alone is about 0.57 and
-escalates, three agreeing about 0.78 and stand), and the inner strategy's own params. The search
+0.75: a probability now, not a share; one agreeing greedy program alone is about 0.59 and
+escalates, three agreeing about 0.93 and stand), ``large_n`` (the vote's ``n`` on the escalation
+deployment; default the job's ``n``: a cheap small vote can hand over to a wider large one, the
+pairs ``python -m loadtests.pools escalation`` prices), and the inner strategy's own params. The search
 does not see the gateway's difficulty estimate, so the threshold is compared with the confidence
 computed without it (its fitted weight is 0 while the pools carry none).
 
@@ -39,7 +41,7 @@ from services.search.strategies.signals import answer_confidence
 from services.search.strategies.voting import SelfConsistency
 
 INNER: dict[str, type[Strategy]] = {"program_of_thought": ProgramOfThought, "self_consistency": SelfConsistency}
-OWN_PARAMS = ("inner", "threshold")
+OWN_PARAMS = ("inner", "threshold", "large_n")
 
 
 def small_confidence(outcome: Outcome) -> float | None:
@@ -59,6 +61,7 @@ class Cascade(Strategy):
     name: ClassVar[str] = "cascade"
     inner: Strategy
     threshold: float = 0.75
+    large: Strategy | None = None  # the vote run on the escalation deployment (default: ``inner``)
 
     @classmethod
     def from_input(cls, spec: StrategyInput) -> Cascade:
@@ -67,7 +70,11 @@ class Cascade(Strategy):
         threshold = params.number("threshold", 0.75, minimum=0.0, maximum=1.0)
         inner_params = {k: v for k, v in spec.params.items() if k not in OWN_PARAMS}
         inner = INNER[inner_name].from_input(replace(spec, params=inner_params))
-        return cls(inner=inner, threshold=threshold)
+        large = None
+        if "large_n" in spec.params:
+            large_n = params.integer("large_n", 1, minimum=1, maximum=64)
+            large = INNER[inner_name].from_input(replace(spec, n=large_n, params=inner_params))
+        return cls(inner=inner, threshold=threshold, large=large)
 
     async def run(self, ctx: Context) -> Outcome:
         if ctx.escalation is None:
@@ -97,7 +104,7 @@ class Cascade(Strategy):
         own_policy = ctx.policy
         ctx.policy = ctx.escalation
         try:
-            large = await self.inner.run(ctx)
+            large = await (self.large or self.inner).run(ctx)
         finally:
             ctx.policy = own_policy
         node.visits = 1

@@ -66,3 +66,15 @@ def test_bad_parameters_name_their_field() -> None:
         Cascade.from_input(StrategyInput(n=4, params={"inner": "beam_search"}))
     with pytest.raises(InvalidArgument, match="bogus"):
         Cascade.from_input(StrategyInput(n=4, params={"bogus": 1}))
+    with pytest.raises(InvalidArgument, match="large_n"):
+        Cascade.from_input(StrategyInput(n=4, params={"large_n": 0}))
+
+
+async def test_large_n_widens_the_vote_on_the_escalation_deployment() -> None:
+    # One small sample (confidence about 0.4 for a lone chain of thought) escalates to a vote of 3.
+    small = ScriptedPolicy(answers_by_seed(["41"]))
+    large = ScriptedPolicy(answers_by_seed(["42"] * 3))
+    job = make_job("cascade", n=1, params={**SC, "large_n": 3})
+    result, _ = await run_search(job, small, ScriptedVerifier(contains("42")), escalation=large)
+    assert "42" in result.answer
+    assert result.candidates_generated == 1 + 3  # one on the small model, three on the large
