@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -171,10 +172,33 @@ def escalation_report(
     }
 
 
+def choose(reports: Sequence[dict[str, Any]], margin: float = MARGIN) -> int:
+    """Index of the cascade to serve, picked on calibration reports: among those whose overall
+    accuracy is within ``margin`` of the large model's at fewer generated tokens, the cheapest;
+    when none is, the most accurate (ties: fewer tokens)."""
+    if not reports:
+        raise ValueError("no cascade to choose from")
+
+    def arms(r: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return r["all"]["cascade"], r["all"]["large"]
+
+    fits = [
+        i for i, r in enumerate(reports)
+        if r["all"] and arms(r)[0]["accuracy"] >= arms(r)[1]["accuracy"] - margin
+        and arms(r)[0]["generated"] < arms(r)[1]["generated"]
+    ]  # fmt: skip
+    if fits:
+        return min(fits, key=lambda i: arms(reports[i])[0]["generated"])
+    scored = [i for i, r in enumerate(reports) if r["all"]]
+    if not scored:
+        return 0
+    return max(scored, key=lambda i: (arms(reports[i])[0]["accuracy"], -arms(reports[i])[0]["generated"]))
+
+
 def markdown(report: dict[str, object]) -> str:
     """The report as the docs show it: one row per group and arm."""
     lines = [
-        f"small `{report['small_config']}`, large `{report['large_config']}`, escalate below vote share "
+        f"small `{report['small_config']}`, large `{report['large_config']}`, escalate below confidence "
         f"{report['threshold']}; {report['problems']} problems drawn for both models",
         "",
         "| group | problems | arm | accuracy [95% CI] | generated tok | prompt tok | latency p50 / mean s "

@@ -1,9 +1,14 @@
 """``python -m loadtests.pools escalation``: the small model, the large one and the cascade, priced.
 
-Reads both models' pools of one split (``docs/data/calibration/pools/<model>/``), prices each
-``--pair`` (the small model's configuration, then the large model's) on the problems drawn for
-both, and prints per family, per task kind and overall the three arms with 95% intervals,
-tokens, p50 latency and the share escalated, then issue 20's verdict for the first pair
+Reads both models' pools (``docs/data/calibration/pools/<model>/``) and prices every cascade,
+each ``--pair`` (the small model's configuration, then the large model's; each maps onto the
+served ``cascade``: ``n``, ``early_stopping``, ``large_n``) at each ``--thresholds`` value, on
+the problems drawn for both. The cascade judged is chosen on the calibration split
+(:func:`evaluation.escalation.choose`) when both models have calibration pools; otherwise it is
+the first pair at the first threshold, stated before any held-out number was seen, and the
+output says it was not chosen on calibration. Printed: every candidate's overall row, then, for
+the judged one, per family, per task kind and overall the three arms with 95% intervals,
+tokens, p50 latency and the share escalated, and issue 20's verdict
 (:mod:`evaluation.escalation`). The raw report, with the pools' provenance, goes to
 ``docs/data/escalation/escalation-<UTC>.json``. Pricing only: no model runs.
 
@@ -14,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from evaluation.escalation import escalation_report, markdown
+from evaluation.escalation import choose, escalation_report, markdown
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
 from evaluation.pricing import Pricer
 from evaluation.pricing_table import default_configs, fit_latency
@@ -24,17 +30,19 @@ from evaluation.route_fit import pools_provenance
 from loadtests.pools.calibrate import relative_to_root, stop_rule
 from loadtests.pools.run import DEFAULT_POOLS
 
-DEFAULT_PAIRS = ("pot@4:es->pot@1", "pot@4:es->pot@4:es", "pot@1->pot@1")
+DEFAULT_PAIRS = ("pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1")
+DEFAULT_THRESHOLDS = "0.5,0.75,0.9"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="qwen2.5-coder-0.5b", help="the small model (its pools' folder)")
     p.add_argument("--large-model", default="qwen2.5-coder-1.5b", help="the model escalated to")
-    p.add_argument("--split", choices=["calibration", "heldout"], default="heldout")
+    p.add_argument("--split", choices=["calibration", "heldout"], default="heldout", help="the split reported")
     p.add_argument("--pair", action="append", default=[],
                    help="small->large configurations (repeatable; the first is the one judged; "
                         f"default {', '.join(DEFAULT_PAIRS)})")  # fmt: skip
-    p.add_argument("--threshold", type=float, default=0.75, help="escalate below this vote share of the small model")
+    p.add_argument("--thresholds", default=DEFAULT_THRESHOLDS,
+                   help="escalate below this calibrated confidence of the small vote (comma-separated)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence of the priced votes")
@@ -60,12 +68,45 @@ def run(a: argparse.Namespace) -> int:
             print(f"bad --pair {spec!r}: want small->large, each one of {', '.join(configs)}", file=sys.stderr)
             return 2
         pairs.append((configs[small_name], configs[large_name]))
+    try:
+        thresholds = [float(t) for t in a.thresholds.split(",") if t.strip()]
+    except ValueError:
+        print(f"bad --thresholds {a.thresholds!r}: want numbers in [0, 1]", file=sys.stderr)
+        return 2
+    if not thresholds or not all(0.0 <= t <= 1.0 for t in thresholds):
+        print(f"bad --thresholds {a.thresholds!r}: want numbers in [0, 1]", file=sys.stderr)
+        return 2
+    candidates = [(s, la, t) for s, la in pairs for t in thresholds]
     stop = stop_rule(a.confidence)
-    small = Pricer(fit_latency(small_pools), stop, limit=a.limit, seed=a.seed)
-    large = Pricer(fit_latency(large_pools), stop, limit=a.limit, seed=a.seed)
-    reports = [escalation_report(small_pools, large_pools, small, large, s, la, a.threshold, a.seed) for s, la in pairs]
-    for r in reports:
-        print(markdown(r), end="\n\n")
+
+    def reports_on(split: str) -> list[dict[str, Any]] | None:
+        small_pools, large_pools = read[a.model][1], read[a.large_model][1]
+        if split != a.split:
+            small_pools, large_pools = _read(a.model, split)[1], _read(a.large_model, split)[1]
+        if not {p.id for p in small_pools} & {p.id for p in large_pools}:
+            return None
+        small = Pricer(fit_latency(small_pools), stop, limit=a.limit, seed=a.seed)
+        large = Pricer(fit_latency(large_pools), stop, limit=a.limit, seed=a.seed)
+        return [escalation_report(small_pools, large_pools, small, large, s, la, t, a.seed) for s, la, t in candidates]
+
+    reports = reports_on(a.split)
+    if reports is None:
+        print(f"no {a.split} problem is drawn for both models", file=sys.stderr)
+        return 1
+    fitted = reports_on("calibration") if a.split == "heldout" else None
+    judged = choose(fitted) if fitted else 0
+    how = "chosen on calibration" if fitted else "not chosen on calibration (no calibration pools of both): the first"
+    print("| cascade | problems | small | large | cascade | cascade tok (large tok) | p50 s (large) | escalated |")
+    print("|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(reports):
+        g = r["all"]
+        mark = " **judged**" if i == judged else ""
+        c, la = g["cascade"], g["large"]
+        print(f"| `{c['config']}`{mark} | {g['problems']} | {g['small']['accuracy']:.3f} | {la['accuracy']:.3f} | "
+              f"{c['accuracy']:.3f} | {c['generated']:.0f} ({la['generated']:.0f}) | "
+              f"{c['latency_p50_s']:.1f} ({la['latency_p50_s']:.1f}) | {c['escalated']:.0%} |")  # fmt: skip
+    print(f"\njudged: {how}\n")
+    print(markdown(reports[judged]))
     if not a.no_write:
         results = {
             "split": a.split,
@@ -73,6 +114,9 @@ def run(a: argparse.Namespace) -> int:
                 m: pools_provenance(relative_to_root(DEFAULT_POOLS / m), chunks, pools)
                 for m, (chunks, pools) in read.items()
             },
+            "judged": judged,
+            "judged_how": how,
+            "calibration_reports": fitted,
             "reports": reports,
         }
         path = write_raw("escalation", results, model=f"{a.model}->{a.large_model}")

@@ -57,3 +57,15 @@ def test_report_pairs_problems_by_id_and_escalates_the_unanswered() -> None:
     # costs more than the large model alone, so the target is missed there and overall.
     assert report["verdict"]["families_measured"] == MIN_FAMILIES  # type: ignore[index]
     assert "|" in markdown(report)
+
+
+def test_choose_takes_the_cheapest_cascade_near_the_large_model_else_the_most_accurate() -> None:
+    from evaluation.escalation import choose
+
+    def rep(cascade_acc: float, cascade_tok: float, large_acc: float = 0.8, large_tok: float = 100) -> dict:  # type: ignore[type-arg]
+        return {"all": {"cascade": {"accuracy": cascade_acc, "generated": cascade_tok},
+                        "large": {"accuracy": large_acc, "generated": large_tok}}}  # fmt: skip
+
+    assert choose([rep(0.79, 90), rep(0.78, 60), rep(0.70, 10)]) == 1  # within 3 points, cheapest
+    assert choose([rep(0.70, 90), rep(0.75, 120), rep(0.75, 110)]) == 2  # none fits: most accurate, cheaper
+    assert choose([rep(0.9, 150), rep(0.6, 50)]) == 0  # accurate but not cheaper than the large: no fit
