@@ -100,44 +100,47 @@ def verdict(small: Arm, large: Arm, cascaded: Arm, margin: float = MARGIN) -> tu
     return True, meets
 
 
+@dataclass(frozen=True)
+class CascadeSpec:
+    """One cascade to price: each model's pricer (its own latency model) and configuration, and
+    the confidence below which the small vote escalates."""
+
+    small: Pricer
+    large: Pricer
+    small_config: Config
+    large_config: Config
+    threshold: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.small_config.name}->{self.large_config.name}@{self.threshold:g}"
+
+
 def group_report(
-    group: str,
-    problems: Sequence[tuple[ProblemPool, ProblemPool]],
-    small: Pricer,
-    large: Pricer,
-    small_config: Config,
-    large_config: Config,
-    threshold: float,
-    seed: int = 0,
+    group: str, problems: Sequence[tuple[ProblemPool, ProblemPool]], spec: CascadeSpec, seed: int = 0
 ) -> GroupReport | None:
     """The three arms on one group's problems (pairs of the small and the large model's pool of
     one problem); ``None`` when no problem of the group has all three priced."""
     rows: list[tuple[Estimate, Estimate, Estimate]] = []
     for small_pool, large_pool in problems:
-        alone = small.estimate(small_pool, small_config)
-        big = large.estimate(large_pool, large_config)
-        both = cascade(small, large, small_pool, large_pool, small_config, large_config, threshold)
+        alone = spec.small.estimate(small_pool, spec.small_config)
+        big = spec.large.estimate(large_pool, spec.large_config)
+        both = cascade(spec.small, spec.large, small_pool, large_pool, spec.small_config, spec.large_config,
+                       spec.threshold)  # fmt: skip
         if alone is not None and big is not None and both is not None:
             rows.append((alone, big, both))
     if not rows:
         return None
-    s = _arm("small", small_config.name, [r[0] for r in rows], seed)
-    la = _arm("large", large_config.name, [r[1] for r in rows], seed)
-    c = _arm("cascade", f"{small_config.name}->{large_config.name}@{threshold:g}", [r[2] for r in rows], seed)
+    s = _arm("small", spec.small_config.name, [r[0] for r in rows], seed)
+    la = _arm("large", spec.large_config.name, [r[1] for r in rows], seed)
+    c = _arm("cascade", spec.name, [r[2] for r in rows], seed)
     diff = paired_difference([r[2].accuracy for r in rows], [r[1].accuracy for r in rows], seed=seed)
     large_better, meets = verdict(s, la, c)
     return GroupReport(group, len(rows), s, la, c, diff, large_better, meets)
 
 
 def escalation_report(
-    small_pools: Sequence[ProblemPool],
-    large_pools: Sequence[ProblemPool],
-    small: Pricer,
-    large: Pricer,
-    small_config: Config,
-    large_config: Config,
-    threshold: float,
-    seed: int = 0,
+    small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool], spec: CascadeSpec, seed: int = 0
 ) -> dict[str, object]:
     """Per family, per task kind and overall, on the problems both models have pools for, with
     the issue's verdict: met when at least :data:`MIN_FAMILIES` families are measured and every
@@ -148,7 +151,7 @@ def escalation_report(
     kinds = sorted({p.kind for p, _ in pairs})
 
     def report(group: str, chosen: list[tuple[ProblemPool, ProblemPool]]) -> GroupReport | None:
-        return group_report(group, chosen, small, large, small_config, large_config, threshold, seed)
+        return group_report(group, chosen, spec, seed)
 
     per_family = [r for f in families if (r := report(f, [q for q in pairs if q[0].family == f]))]
     per_kind = [r for k in kinds if (r := report(k, [q for q in pairs if q[0].kind == k]))]
@@ -156,9 +159,9 @@ def escalation_report(
     better = [r for r in per_family if r.large_better]
     met = len(per_family) >= MIN_FAMILIES and all(r.meets for r in better)
     return {
-        "small_config": small_config.name,
-        "large_config": large_config.name,
-        "threshold": threshold,
+        "small_config": spec.small_config.name,
+        "large_config": spec.large_config.name,
+        "threshold": spec.threshold,
         "problems": len(pairs),
         "families": [r.as_dict() for r in per_family],
         "kinds": [r.as_dict() for r in per_kind],

@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Any
 
-from evaluation.escalation import choose, escalation_report, markdown
+from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
 from evaluation.pricing import Pricer
 from evaluation.pricing_table import default_configs, fit_latency
@@ -87,7 +87,10 @@ def run(a: argparse.Namespace) -> int:
             return None
         small = Pricer(fit_latency(small_pools), stop, limit=a.limit, seed=a.seed)
         large = Pricer(fit_latency(large_pools), stop, limit=a.limit, seed=a.seed)
-        return [escalation_report(small_pools, large_pools, small, large, s, la, t, a.seed) for s, la, t in candidates]
+        return [
+            escalation_report(small_pools, large_pools, CascadeSpec(small, large, s, la, t), a.seed)
+            for s, la, t in candidates
+        ]
 
     reports = reports_on(a.split)
     if reports is None:

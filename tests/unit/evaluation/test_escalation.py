@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evaluation.escalation import MIN_FAMILIES, escalation_report, markdown, paired_difference, verdict
+from evaluation.escalation import MIN_FAMILIES, CascadeSpec, escalation_report, markdown, paired_difference, verdict
 from evaluation.pricing import Config, LatencyModel, Pricer
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
@@ -46,7 +46,7 @@ def test_report_pairs_problems_by_id_and_escalates_the_unanswered() -> None:
                           cot=draw("cot", ("1", True), [("1", True)] * 4)), family=f) for f in fams]  # fmt: skip
     large.append(replace(pool("only-large/1", "x", program=_program("1", True)), family="only"))
     pricer = Pricer(FREE)
-    report = escalation_report(small, large, pricer, pricer, POT1, POT1, threshold=0.5)
+    report = escalation_report(small, large, CascadeSpec(pricer, pricer, POT1, POT1, 0.5))
     assert report["problems"] == MIN_FAMILIES
     fam = {g["group"]: g for g in report["families"]}  # type: ignore[union-attr]
     assert fam["f0"]["large_better"] and fam["f0"]["cascade"]["escalated"] == 1.0
