@@ -30,7 +30,9 @@ from evaluation.route_fit import pools_provenance
 from loadtests.pools.calibrate import relative_to_root, stop_rule
 from loadtests.pools.run import DEFAULT_POOLS
 
-DEFAULT_PAIRS = ("pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1")
+DEFAULT_PAIRS = (
+    "pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1", "pot@2->pot@1", "pot@3->pot@1",
+)  # fmt: skip
 DEFAULT_THRESHOLDS = "0.5,0.75,0.9"
 
 
