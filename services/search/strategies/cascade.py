@@ -12,8 +12,8 @@ so usage counts both models' tokens, and the trace has an ``escalate`` (or ``set
 whose score is the small vote's confidence.
 
 Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
-0.75: a probability now, not a share; one agreeing greedy program alone is about 0.59 and
-escalates, three agreeing about 0.93 and stand), ``large_n`` (the vote's ``n`` on the escalation
+0.75: a probability now, not a share; one agreeing greedy program alone is about 0.69 and
+escalates, three agreeing about 0.96 and stand), ``large_n`` (the vote's ``n`` on the escalation
 deployment; default the job's ``n``: a cheap small vote can hand over to a wider large one, the
 pairs ``python -m loadtests.pools escalation`` prices), and the inner strategy's own params. The search
 does not see the gateway's difficulty estimate, so the threshold is compared with the confidence
