@@ -218,26 +218,29 @@ def test_the_per_key_token_budget_answers_429_with_retry_after(stack: GatewaySta
 
 
 def test_a_generation_cut_off_by_its_deadline_reports_the_tokens_it_decoded(stack: GatewayStack) -> None:
-    """A streamed completion whose job deadline (2 s) passes mid-decode: the reply's usage
-    (official SDK, include_usage) counts the tokens streamed before the cut, and the policy's
-    counters the tokens it decoded for the aborted call."""
+    """A streamed completion whose job deadline passes mid-decode: the reply's usage (official
+    SDK, include_usage) counts the tokens streamed before the cut, and the policy's counters the
+    tokens it decoded for the aborted call. The deadline is a third of the time the same greedy
+    completion takes uncut on this host, measured first, so a faster host still cuts it."""
     import openai
 
-    short = extra_gateway(stack, job_timeout_s="2")
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "prompt": COUNTING,
+        "max_tokens": 440,
+        "temperature": 0,
+        "extra_body": {"reasoning_effort": "none"},
+    }
+    uncut_client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=ALICE, max_retries=0, timeout=120)
+    started = time.monotonic()
+    uncut = uncut_client.completions.create(**request)
+    uncut_s = time.monotonic() - started
+    assert uncut.usage is not None and uncut.usage.completion_tokens == 440, uncut.usage  # counting never stops
+    short = extra_gateway(stack, job_timeout_s=f"{max(uncut_s / 3, 0.3):.2f}")
     aborted = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
     try:
         client = openai.OpenAI(base_url=f"{short.url}/v1", api_key=ALICE, max_retries=0, timeout=60)
-        chunks = list(
-            client.completions.create(
-                model=MODEL,
-                prompt=COUNTING,
-                max_tokens=440,  # about 8 s of decoding here: the 2 s deadline cuts it
-                temperature=0,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_body={"reasoning_effort": "none"},
-            )
-        )
+        chunks = list(client.completions.create(**request, stream=True, stream_options={"include_usage": True}))
         streamed = "".join(c.choices[0].text for c in chunks if c.choices)
         usage = chunks[-1].usage
         assert usage is not None and streamed, chunks[-3:]

@@ -407,17 +407,20 @@ async def test_engine_against_vllm_serve(vllm_serve: str) -> None:
     try:
         assert (engine.model_id, engine.max_context) == (MODEL, 2048)
         question = Prompt(messages=(Message("user", "Name three colours."),))
-        # A first call fills the prefix cache, so the two compared calls take the same compute path:
-        # a cold prefill and a cached one differ in the last bits of the logits, and on some CPUs
-        # (seen on one with AMX) that flips a near-tie sample although the seed is the same.
-        await engine.generate(question, Sampling(n=3, seeds=(7, 8, 9), max_tokens=12, temperature=0.8), "w")
-        together = await engine.generate(
-            question, Sampling(n=3, seeds=(10, 11, 12), max_tokens=12, temperature=0.8), "a"
-        )
-        again = await engine.generate(question, Sampling(n=3, seeds=(10, 11, 12), max_tokens=12, temperature=0.8), "b")
-        # the seed reaches the server: the same request gives the same candidates, and they differ
-        texts = [c.text for c in together.completions]
-        assert [c.text for c in again.completions] == texts and len(set(texts)) == 3
+        # The seed reaches the server: the same seeded request gives the same candidates, and they
+        # differ. vLLM does not promise bitwise-identical logits across calls (a cold and a cached
+        # prefill, or another batch layout, differ in the last bits, and on a CPU with AMX that
+        # flipped a near-tie sample), so up to four calls are made until two agree. Unseeded, two
+        # calls' three candidates of 6 sampled tokens agreeing by chance is far below one in a million.
+        seeded = Sampling(n=3, seeds=(10, 11, 12), max_tokens=6, temperature=0.8)
+        calls: list[list[str]] = []
+        for attempt in range(4):
+            together = await engine.generate(question, seeded, f"a{attempt}")
+            calls.append([c.text for c in together.completions])
+            assert len(set(calls[-1])) == 3, calls
+            if calls.count(calls[-1]) == 2:
+                break
+        assert calls.count(calls[-1]) == 2, calls
         assert together.prompt_tokens == len(await engine.tokenize(question))
 
         prefixed = Prompt(messages=question.messages, assistant_prefix="Red, green,")
