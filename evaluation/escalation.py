@@ -224,3 +224,27 @@ def markdown(report: dict[str, object]) -> str:
     v = report["verdict"]
     lines += ["", f"verdict: {v}"]
     return "\n".join(lines)
+
+
+def served_route(small_route: dict[str, Any], large_route: dict[str, Any], threshold: float) -> dict[str, Any]:
+    """The served ``cascade`` route for a priced pair, from each side's route
+    (:func:`evaluation.route_fit.route_of`): the small route's strategy is ``inner``, the large
+    one's runs on the escalation deployment (``large_inner``, ``large_n``, ``large_params``), and
+    the budget holds both. Raises ``ValueError`` where the small side is no vote the cascade runs."""
+    inners = ("program_of_thought", "self_consistency")
+    if small_route["strategy"] not in inners:
+        raise ValueError(f"the cascade's small side must be one of {', '.join(inners)}, not {small_route['strategy']}")
+    params = {
+        "inner": small_route["strategy"],
+        "threshold": threshold,
+        **small_route.get("params", {}),
+        "large_inner": large_route["strategy"],
+        "large_n": large_route["n"],
+        "large_params": dict(large_route.get("params", {})),
+    }
+    return {
+        "strategy": "cascade",
+        "n": small_route["n"],
+        "params": params,
+        "token_budget": small_route["token_budget"] + large_route["token_budget"],
+    }

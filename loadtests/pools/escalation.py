@@ -2,7 +2,8 @@
 
 Reads both models' pools (``docs/data/calibration/pools/<model>/``) and prices every cascade,
 each ``--pair`` (the small model's configuration, then the large model's; each maps onto the
-served ``cascade``: ``n``, ``early_stopping``, ``large_n``) at each ``--thresholds`` value, on
+served ``cascade``: ``n``, ``early_stop``, ``large_inner``, ``large_n``, ``large_params``; each
+report carries the route that serves it) at each ``--thresholds`` value, on
 the problems drawn for both. The cascade judged is chosen on the calibration split
 (:func:`evaluation.escalation.choose`) when both models have calibration pools; otherwise it is
 the first pair at the first threshold, stated before any held-out number was seen, and the
@@ -18,20 +19,24 @@ tokens, p50 latency and the share escalated, and issue 20's verdict
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
-from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown
+from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown, served_route
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
 from evaluation.pricing import Pricer
 from evaluation.pricing_table import default_configs, fit_latency
 from evaluation.provenance import write_raw
-from evaluation.route_fit import pools_provenance
+from evaluation.route_fit import pools_provenance, route_of
 from loadtests.pools.calibrate import relative_to_root, stop_rule
 from loadtests.pools.run import DEFAULT_POOLS
 
 DEFAULT_PAIRS = (
     "pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1", "pot@2->pot@1", "pot@3->pot@1",
+    # the larger model's chains of thought (added after the first 16 held-out problems showed its
+    # greedy chain of thought ahead of its programs: docs/strategies.md, "Escalation")
+    "pot@1->cot_greedy", "pot@2->cot_greedy", "pot@3->cot_greedy", "pot@2->sc@4:es",
 )  # fmt: skip
 DEFAULT_THRESHOLDS = "0.5,0.75,0.9"
 
@@ -89,10 +94,16 @@ def run(a: argparse.Namespace) -> int:
             return None
         small = Pricer(fit_latency(small_pools), stop, limit=a.limit, seed=a.seed)
         large = Pricer(fit_latency(large_pools), stop, limit=a.limit, seed=a.seed)
-        return [
-            escalation_report(small_pools, large_pools, CascadeSpec(small, large, s, la, t), a.seed)
-            for s, la, t in candidates
-        ]
+        reports = []
+        for s, la, t in candidates:
+            report = escalation_report(small_pools, large_pools, CascadeSpec(small, large, s, la, t), a.seed)
+            try:
+                report["served"] = served_route(route_of(s, small_pools), route_of(la, large_pools), t)
+            except ValueError as exc:
+                report["served"] = None
+                report["not_served"] = str(exc)
+            reports.append(report)
+        return reports
 
     reports = reports_on(a.split)
     if reports is None:
@@ -112,6 +123,7 @@ def run(a: argparse.Namespace) -> int:
               f"{c['latency_p50_s']:.1f} ({la['latency_p50_s']:.1f}) | {c['escalated']:.0%} |")  # fmt: skip
     print(f"\njudged: {how}\n")
     print(markdown(reports[judged]))
+    print(f"\nserved as: {json.dumps(reports[judged]['served'])}")
     if not a.no_write:
         results = {
             "split": a.split,

@@ -13,11 +13,20 @@ whose score is the small vote's confidence.
 
 Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
 0.75: a probability now, not a share; one agreeing greedy program alone is about 0.69 and
-escalates, three agreeing about 0.96 and stand), ``large_n`` (the vote's ``n`` on the escalation
-deployment; default the job's ``n``: a cheap small vote can hand over to a wider large one, the
-pairs ``python -m loadtests.pools escalation`` prices), and the inner strategy's own params. The search
-does not see the gateway's difficulty estimate, so the threshold is compared with the confidence
-computed without it (its fitted weight is 0 while the pools carry none).
+escalates, three agreeing about 0.96 and stand), and the inner strategy's own params. What runs
+on the escalation deployment (default: the inner strategy again, with its params and the job's
+``n``) can differ, so every pair ``python -m loadtests.pools escalation`` prices is servable:
+
+- ``large_inner``: ``program_of_thought``, ``self_consistency`` or ``single`` (the larger model
+  writes chains of thought better than its programs on some families: one greedy chain of
+  thought, ``single`` with ``large_params: {"greedy": true}``, is the priced ``cot_greedy``);
+- ``large_n``: that strategy's ``n`` (``single`` takes 1);
+- ``large_params``: that strategy's own params, validated by it (errors name
+  ``strategy.params.large_params.<key>``); default the inner params when ``large_inner`` is the
+  inner strategy, none otherwise.
+
+The search does not see the gateway's difficulty estimate, so the threshold is compared with the
+confidence computed without it (its fitted weight is 0 while the pools carry none).
 
 The escalation deployment is the worker's (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): a request
 pins ``cascade`` but cannot name arbitrary models behind the gateway's back. Where it is unset
@@ -30,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from services.common.errors import ServiceError
 from services.search.budget import ComponentFailed
 from services.search.params import Params
 from services.search.strategies.base import Strategy
@@ -38,10 +48,12 @@ from services.search.strategies.context import Context
 from services.search.strategies.program import ProgramOfThought
 from services.search.strategies.results import Outcome
 from services.search.strategies.signals import answer_confidence
+from services.search.strategies.single import Single
 from services.search.strategies.voting import SelfConsistency
 
 INNER: dict[str, type[Strategy]] = {"program_of_thought": ProgramOfThought, "self_consistency": SelfConsistency}
-OWN_PARAMS = ("inner", "threshold", "large_n")
+LARGE: dict[str, type[Strategy]] = {**INNER, "single": Single}
+OWN_PARAMS = ("inner", "threshold", "large_inner", "large_n", "large_params")
 
 
 def small_confidence(outcome: Outcome) -> float | None:
@@ -54,6 +66,16 @@ def vote_share(outcome: Outcome, drawn: int) -> float:
     if outcome.choice is None or drawn <= 0:
         return 0.0
     return min(1.0, max(outcome.choice.votes, 0) / drawn)
+
+
+def _large_strategy(kind: type[Strategy], spec: StrategyInput) -> Strategy:
+    """The escalation deployment's strategy; its parameter errors name ``large_params``'s field."""
+    try:
+        return kind.from_input(spec)
+    except ServiceError as exc:
+        if exc.field.startswith("strategy.params."):
+            exc.field = "strategy.params.large_params." + exc.field.removeprefix("strategy.params.")
+        raise
 
 
 @dataclass(frozen=True)
@@ -70,10 +92,14 @@ class Cascade(Strategy):
         threshold = params.number("threshold", 0.75, minimum=0.0, maximum=1.0)
         inner_params = {k: v for k, v in spec.params.items() if k not in OWN_PARAMS}
         inner = INNER[inner_name].from_input(replace(spec, params=inner_params))
+        large_name = params.string("large_inner", inner_name, choices=tuple(LARGE))
+        large_params = params.mapping("large_params")
         large = None
-        if "large_n" in spec.params:
-            large_n = params.integer("large_n", 1, minimum=1, maximum=64)
-            large = INNER[inner_name].from_input(replace(spec, n=large_n, params=inner_params))
+        if any(key in spec.params for key in ("large_inner", "large_n", "large_params")):
+            large_n = params.integer("large_n", 1 if large_name == "single" else spec.n, minimum=1, maximum=64)
+            own = inner_params if large_name == inner_name else {}
+            large = _large_strategy(LARGE[large_name], replace(spec, n=large_n, params=dict(
+                own if large_params is None else large_params)))  # fmt: skip
         return cls(inner=inner, threshold=threshold, large=large)
 
     async def run(self, ctx: Context) -> Outcome:

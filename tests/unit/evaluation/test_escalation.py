@@ -69,3 +69,26 @@ def test_choose_takes_the_cheapest_cascade_near_the_large_model_else_the_most_ac
     assert choose([rep(0.79, 90), rep(0.78, 60), rep(0.70, 10)]) == 1  # within 3 points, cheapest
     assert choose([rep(0.70, 90), rep(0.75, 120), rep(0.75, 110)]) == 2  # none fits: most accurate, cheaper
     assert choose([rep(0.9, 150), rep(0.6, 50)]) == 0  # accurate but not cheaper than the large: no fit
+
+
+def test_every_default_pair_is_served_by_the_cascade_it_names() -> None:
+    """Each priced pair's route builds the served cascade: the small side's vote as ``inner``, the
+    large side's strategy, n and params on the escalation deployment (the params are validated)."""
+    from evaluation.escalation import served_route
+    from evaluation.pricing_table import default_configs
+    from evaluation.route_fit import route_of
+    from loadtests.pools.escalation import DEFAULT_PAIRS
+    from services.search.strategies.cascade import Cascade
+    from services.search.strategies.config import StrategyInput
+    from services.search.strategies.single import Single
+
+    configs = {c.name: c for c in default_configs(8)}
+    cot = draw("cot", ("1", True), [("1", True)] * 4)
+    pools = [pool("p1", program=_program("1", True), cot=cot)]
+    for pair in DEFAULT_PAIRS:
+        small, large = (configs[name] for name in pair.split("->"))
+        route = served_route(route_of(small, pools), route_of(large, pools), 0.75)
+        cascade = Cascade.from_input(StrategyInput(n=route["n"], params=route["params"]))
+        assert cascade.threshold == 0.75 and cascade.large is not None, pair
+        if large.family == "cot_greedy":
+            assert isinstance(cascade.large, Single) and cascade.large.greedy, pair

@@ -78,3 +78,37 @@ async def test_large_n_widens_the_vote_on_the_escalation_deployment() -> None:
     result, _ = await run_search(job, small, ScriptedVerifier(contains("42")), escalation=large)
     assert "42" in result.answer
     assert result.candidates_generated == 1 + 3  # one on the small model, three on the large
+
+
+async def test_large_inner_runs_another_strategy_on_the_escalation_deployment() -> None:
+    # A lone small chain of thought escalates to one greedy chain of thought on the large model.
+    small = ScriptedPolicy(answers_by_seed(["41"]))
+    large = ScriptedPolicy(answers_by_seed(["42"]))
+    params = {**SC, "large_inner": "single", "large_params": {"greedy": True}}
+    result, _ = await run_search(make_job("cascade", n=1, params=params), small, ScriptedVerifier(contains("42")),
+                                 escalation=large)  # fmt: skip
+    assert "42" in result.answer
+    assert result.candidates_generated == 2
+    assert [call.temperature for call in large.calls] == [0.0]  # greedy, whatever the job's temperature
+
+
+def test_large_params_are_validated_by_the_large_strategy_and_name_their_field() -> None:
+    from services.search.strategies.cascade import Cascade
+    from services.search.strategies.config import StrategyInput
+    from services.search.strategies.single import Single
+    from services.search.strategies.voting import SelfConsistency
+
+    made = Cascade.from_input(StrategyInput(n=2, params={"large_inner": "self_consistency", "large_n": 5}))
+    assert isinstance(made.large, SelfConsistency)
+    # Another strategy on the large model does not inherit the inner strategy's params.
+    pot_only = {"mode": "program", "large_inner": "single"}
+    assert isinstance(Cascade.from_input(StrategyInput(n=2, params=pot_only)).large, Single)
+    with pytest.raises(InvalidArgument) as bad:
+        Cascade.from_input(StrategyInput(n=2, params={"large_inner": "single", "large_params": {"bogus": 1}}))
+    assert bad.value.field == "strategy.params.large_params.bogus"
+    with pytest.raises(InvalidArgument, match="large_inner"):
+        Cascade.from_input(StrategyInput(n=2, params={"large_inner": "mcts"}))
+    with pytest.raises(InvalidArgument, match="large_params"):
+        Cascade.from_input(StrategyInput(n=2, params={"large_params": 3}))
+    with pytest.raises(InvalidArgument, match="n"):
+        Cascade.from_input(StrategyInput(n=2, params={"large_inner": "single", "large_n": 2}))
