@@ -26,24 +26,15 @@ import json
 import math
 import random
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evaluation.pools import Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools
-from evaluation.pricing import (
-    DEFAULT_LIMIT,
-    Ballot,
-    Config,
-    fallback_signals,
-    pool_signals,
-    pot_signals,
-    subsets,
-    winner,
-)
+from evaluation.pools import ProblemPool, iter_chunks, latest_pools
+from evaluation.pricing import DEFAULT_LIMIT, Config, LatencyModel, Pricer
 from evaluation.pricing_table import default_configs, judges_in
 from services.common.confidence import (
     DEFAULT_PATH,
@@ -83,84 +74,16 @@ def confidence_configs(pools: Sequence[ProblemPool]) -> list[Config]:
     return [c for c in default_configs(k, judges_in(pools)) if c.family in REPLAYED and not c.early_stop]
 
 
-def _ballot(c: PoolCandidate, weight: float = 1.0) -> Ballot:
-    return Ballot(c.key, weight, bool(c.correct), c.mean_logprob)
-
-
 def replays(pool: ProblemPool, config: Config, *, seed: int = 0, limit: int = DEFAULT_LIMIT) -> list[Replay]:
-    """Every replay of ``config`` on ``pool`` (none when it does not apply), drawing the subsets
-    exactly as :meth:`evaluation.pricing.Pricer.outcomes` does, so the mean of ``correct`` is the
-    pricing's accuracy estimate."""
+    """Every replay of ``config`` on ``pool`` (none when it does not apply): the pricing's own
+    runs (:meth:`evaluation.pricing.Pricer.outcomes`, same subsets, same seeded order), so the
+    signals fitted on are the ones the priced cascade escalates on and the mean of ``correct`` is
+    the pricing's accuracy estimate."""
     if not config.applies(pool) or config.early_stop:
         return []
     rng = random.Random(f"{seed}:{pool.id}:{config.name}")
-    return [Replay(pool.id, config.name, s, r) for s, r in _runs(pool, config, rng, limit)]
-
-
-def _runs(
-    pool: ProblemPool, config: Config, rng: random.Random, limit: int
-) -> Iterator[tuple[ConfidenceSignals, bool]]:
-    f = config.family
-    if f in ("cot_greedy", "code_greedy"):
-        draw = pool.draws["code" if f == "code_greedy" else "cot"]
-        greedy = draw.greedy
-        ballots = [] if greedy is None else [_ballot(greedy)]
-        chosen = winner(ballots)
-        yield pool_signals(config, ballots, chosen), chosen is not None and chosen.correct
-        return
-    if f in ("sc", "code_vote", "bon", "wvote"):
-        draw = pool.draws["code" if f.startswith("code") else "cot"]
-        for idx in subsets(len(draw.sampled), config.n, rng, limit):
-            yield _sampled(config, [draw.sampled[i] for i in idx])
-        return
-    yield from _pot(pool, config, rng, limit)
-
-
-def _sampled(config: Config, drawn: list[PoolCandidate]) -> tuple[ConfidenceSignals, bool]:
-    if config.family == "bon":
-        best = max(drawn, key=lambda c: (c.scores[config.judge], -drawn.index(c)))
-        ballots = [_ballot(c) for c in drawn]
-        chosen = next(b for b in ballots if b.key == best.key) if best.key else None
-        signals = pool_signals(config, ballots, chosen, judge_score=best.scores[config.judge])
-        return signals, bool(best.correct)
-    weights = [c.scores[config.judge] if config.family == "wvote" else 1.0 for c in drawn]
-    ballots = [_ballot(c, w) for c, w in zip(drawn, weights, strict=True)]
-    chosen = winner(ballots, logprob_ties=config.family == "sc")
-    judge = None
-    if config.family == "wvote" and chosen is not None:
-        judged = [c.scores[config.judge] for c in drawn if c.key == chosen.key]
-        judge = sum(judged) / len(judged)
-    return pool_signals(config, ballots, chosen, judge_score=judge), chosen is not None and chosen.correct
-
-
-def _pot(pool: ProblemPool, config: Config, rng: random.Random, limit: int) -> Iterator[tuple[ConfidenceSignals, bool]]:
-    """Program-of-thought and the hybrid as ``Pricer._pot`` draws them (same subsets, same rng
-    order), without early stopping: every program and chain of thought of the run votes."""
-    programs, cots = pool.draws["program"], pool.draws["cot"]
-    sampled, cot_sampled = programs.sampled, cots.sampled
-    program_sets = list(subsets(len(sampled), config.n - 1, rng, limit))
-    cot_sets = list(subsets(len(cot_sampled), config.cot, rng, limit))
-    if len(program_sets) * len(cot_sets) <= limit:
-        pairs = [(p, c) for p in program_sets for c in cot_sets]
-    else:
-        pairs = [(rng.choice(program_sets), rng.choice(cot_sets)) for _ in range(limit)]
-    for p_idx, c_idx in pairs:
-        order = ([programs.greedy] if programs.greedy is not None else []) + [sampled[i] for i in p_idx]
-        yield _pot_run(cots, order, [cot_sampled[i] for i in c_idx], config)
-
-
-def _pot_run(cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
-             config: Config) -> tuple[ConfidenceSignals, bool]:  # fmt: skip
-    program_ballots = [_ballot(c) for c in order]
-    thought_ballots = [_ballot(c, config.cot_weight) for c in thoughts]
-    ballots = program_ballots + thought_ballots
-    if not any(b.key for b in ballots) and config.cot == 0 and cots.greedy is not None:
-        # No program answered: the greedy chain of thought answers alone (the served fallback).
-        fallback = _ballot(cots.greedy, config.cot_weight)
-        chosen = winner([fallback])
-        return fallback_signals(config, len(ballots), fallback), chosen is not None and chosen.correct
-    chosen = winner(ballots)
-    return pot_signals(config, program_ballots, thought_ballots, chosen), chosen is not None and chosen.correct
+    runs = Pricer(LatencyModel(), limit=limit, seed=seed).outcomes(pool, config, rng)
+    return [Replay(pool.id, config.name, o.signals, o.correct) for o in runs if o.signals is not None]
 
 
 # ------------------------------------------------------------------------------------ rows

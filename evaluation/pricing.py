@@ -273,7 +273,7 @@ class Pricer:
             draw = pool.draws["code" if f.startswith("code") else "cot"]
             sampled = draw.sampled
             for idx in subsets(len(sampled), config.n, rng, self.limit, ordered=config.early_stop):
-                yield self._sampled_vote(draw, [sampled[i] for i in idx], config)
+                yield self.sampled_vote(draw, [sampled[i] for i in idx], config)
         else:
             yield from self._pot(pool, config, rng)
 
@@ -289,7 +289,10 @@ class Pricer:
         return Outcome(bool(c.correct), c.completion_tokens, call.prompt_tokens, latency, 1.0 if c.key else 0.0,
                        signals)  # fmt: skip
 
-    def _sampled_vote(self, draw: Draw, chosen: list[PoolCandidate], config: Config) -> Outcome:
+    def sampled_vote(self, draw: Draw, chosen: list[PoolCandidate], config: Config) -> Outcome:
+        """One run of a vote (self-consistency, best-of-n, weighted, code) over ``chosen``, in draw
+        order: early-stopped in waves when the configuration stops early, with the signals the
+        served strategy hands its calibrated confidence."""
         drawn = chosen
         if config.early_stop and self.stop is not None:
             drawn = _early_stopped(chosen, [1.0] * len(chosen), config.first_wave, self.stop)
@@ -340,9 +343,9 @@ class Pricer:
             pairs = [(rng.choice(program_sets), rng.choice(cot_sets)) for _ in range(self.limit)]
         for p_idx, c_idx in pairs:
             order = ([greedy] if greedy is not None else []) + [sampled[i] for i in p_idx]
-            yield self._pot_run(programs, cots, order, [cot_sampled[i] for i in c_idx], config)
+            yield self.pot_run(programs, cots, order, [cot_sampled[i] for i in c_idx], config)
 
-    def _pot_run(self, programs: Draw, cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
+    def pot_run(self, programs: Draw, cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
                  config: Config) -> Outcome:  # fmt: skip
         """One program-of-thought run, as ``ProgramOfThought.run`` draws it: waves (greedy alone,
         then the wave's sampled programs with the hybrid's chains of thought), early stop after

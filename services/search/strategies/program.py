@@ -328,7 +328,7 @@ class ProgramOfThought(Strategy):
         )  # fmt: skip
 
     def signals(self, ballots: list[_Ballot], winner: str, *, fell_back: bool = False) -> ConfidenceSignals | None:
-        """The vote's confidence signals, as the calibration replay computes them (``_pot_run``)."""
+        """The vote's confidence signals, as the calibration replay computes them (``Pricer.pot_run``)."""
         family = HYBRID if self.cot > 0 else POT
         if fell_back:
             return fallback_signals(family, sum(1 for b in ballots if not b.thought), winner)

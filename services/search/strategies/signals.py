@@ -4,7 +4,8 @@
 :class:`~services.common.confidence.ConfidenceSignals` that replaying a configuration on pools
 of candidates yields. The fitted model applies to a live answer only if the live signals are
 computed the same way, so the rules are written here once, pure, and a unit test holds them
-equal to the replay's (``_signals``, ``_sampled``, ``_pot_run``) on the same ballots:
+equal to the replay's (``evaluation/pricing.py``: ``pool_signals``, ``Pricer.sampled_vote``,
+``Pricer.pot_run``) on the same ballots:
 
 - every ballot drawn counts (``votes``), abstaining ones (no vote key) included; the share is
   the chosen answer's vote weight over all ballots' weight, abstentions included;
@@ -84,7 +85,7 @@ def fallback_signals(config: str, programs: int, key: str) -> ConfidenceSignals 
     ballot cast, the ``programs`` abstaining ones included, as :func:`vote_signals` counts
     abstentions: ``1 / (programs + 1)``. (A share of 1.0 made a fallback look like a unanimous
     vote: served at 0.72 where 14 of 14 such answers were wrong, docs/confidence.md.) The
-    replay's rule is the same (``evaluation/confidence.py:_pot_run``)."""
+    replay's rule is the same (``evaluation/pricing.py:Pricer.pot_run``)."""
     if not key:
         return None
     return ConfidenceSignals(

@@ -73,8 +73,8 @@ def test_one_pair_is_charged_exactly_its_own_judging() -> None:
     d: Draw = p.draws["cot"]
     pricer = Pricer(LATENCY)
     first, _, third = d.sampled
-    outcome = pricer._sampled_vote(d, [first, third], Config("bon@2:orm", "bon", 2, judge="orm"))
-    unjudged = pricer._sampled_vote(d, [first, third], Config("sc@2", "sc", 2))
+    outcome = pricer.sampled_vote(d, [first, third], Config("bon@2:orm", "bon", 2, judge="orm"))
+    unjudged = pricer.sampled_vote(d, [first, third], Config("sc@2", "sc", 2))
     assert outcome.prompt == unjudged.prompt + 30 + 90
     assert outcome.latency_s == pytest.approx(unjudged.latency_s + 1.0 + 3.0)
     assert outcome.correct and outcome.agreement == 0.9  # the winner's judge score

@@ -4,7 +4,8 @@
 replaying configurations on pools; it applies to a live answer only if the strategies compute
 the same signals. Each test runs a real strategy (scripted policy, verifier and sandbox) through
 ``run_search``, records the signals it hands to the calibrator, rebuilds the same ballots as
-pool candidates and asks the replay (``_sampled``, ``_pot_run``) what it would compute.
+pool candidates and asks the pricing's replay (``Pricer.sampled_vote``, ``Pricer.pot_run``) what
+it would compute.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from evaluation.confidence import _pot_run, _sampled
 from evaluation.pools import Call, Draw, PoolCandidate
-from evaluation.pricing import Config
+from evaluation.pricing import Config, LatencyModel, Pricer
 from services.common.answers import normalize_for_vote
 from services.common.confidence import ConfidenceSignals, shipped
 from services.gen.ttc.v1 import orchestrator_pb2
@@ -78,6 +78,20 @@ def programs_then_thoughts(programs: list[str], thoughts: list[str]) -> Any:
     return respond
 
 
+REPLAY = Pricer(LatencyModel())
+
+
+def _sampled(config: Config, cands: list[PoolCandidate]) -> tuple[ConfidenceSignals | None, bool]:
+    run = REPLAY.sampled_vote(drawn("cot", cands), cands, config)
+    return run.signals, run.correct
+
+
+def _pot_run(cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
+             config: Config) -> tuple[ConfidenceSignals | None, bool]:  # fmt: skip
+    run = REPLAY.pot_run(drawn("program", order), cots, order, thoughts, config)
+    return run.signals, run.correct
+
+
 def program_keys(trace: orchestrator_pb2.SearchTrace) -> list[str]:
     return [n.execution.answer for n in trace.nodes if n.HasField("execution")]
 
@@ -98,7 +112,7 @@ async def test_weighted_vote_and_best_of_n_match_the_replay(recorded: list[Confi
     judge = ScriptedVerifier(contains("7", hit=0.9, miss=0.2))
     scores = [0.9 if v == "7" else 0.2 for v in values]
     pool = [
-        candidate(normalize_for_vote(thought(v)), i, scores={"orm": s})
+        candidate(normalize_for_vote(thought(v)), i, scores={"orm": s}, judge_tokens={"orm": 0}, judge_s={"orm": 0.0})
         for i, (v, s) in enumerate(zip(values, scores, strict=True))
     ]
     await run_search(make_job("weighted_vote", n=5), ScriptedPolicy(by_index(values)), judge)
