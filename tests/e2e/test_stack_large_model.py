@@ -89,3 +89,35 @@ def test_a_pinned_cascade_escalates_to_the_large_model_exactly_when_its_trace_sa
     escalated = decisions == ["escalate"]
     assert (_generated_tokens(large_metrics) > large_before) is escalated
     assert ttc["candidates_generated"] == (8 if escalated else 4)
+
+
+def test_a_cascade_can_answer_with_the_large_models_greedy_chain_of_thought(stack: tuple[LocalStack, int]) -> None:
+    """``large_inner: single`` with ``large_params: {greedy: true}``: one small chain of thought
+    (confidence under 1.0, so it escalates), then one greedy one on the large deployment; a
+    bad ``large_params`` key is a 400 naming it, and nothing runs."""
+    import openai
+
+    s, large_metrics = stack
+    client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=600)
+    params = {"inner": "self_consistency", "threshold": 1.0, "large_inner": "single", "large_params": {"greedy": True}}
+    large_before = _generated_tokens(large_metrics)
+    reply = client.chat.completions.create(
+        model=s.model,
+        messages=[{"role": "user", "content": "Name a colour of the rainbow. Answer with one word."}],
+        max_tokens=16,
+        extra_body={"ttc": {"strategy": "cascade", "n": 1, "params": params}},
+    )
+    ttc = reply.model_extra["ttc"]  # type: ignore[index]
+    nodes = httpx.get(f"{s.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()["nodes"]
+    assert [n["action"] for n in nodes if n["action"] in ("escalate", "settled")] == ["escalate"]
+    assert ttc["candidates_generated"] == 2 and reply.choices[0].message.content
+    assert _generated_tokens(large_metrics) > large_before
+
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(
+            model=s.model,
+            messages=[{"role": "user", "content": "Hi"}],
+            max_tokens=4,
+            extra_body={"ttc": {"strategy": "cascade", "params": {**params, "large_params": {"bogus": 1}}}},
+        )
+    assert "large_params" in str(bad.value) and "bogus" in str(bad.value)
