@@ -160,6 +160,20 @@ def search_cap(req: Request) -> int | None:
     return req.max_completion_tokens if isinstance(req, ChatCompletionRequest) else None
 
 
+def request_field(job_field: str) -> str:
+    """The request field a pinned job's validation error names: the job's ``strategy.params.<path>``
+    is the request's ``ttc.params.<path>`` (nested, e.g. ``ttc.params.large_params.bogus``),
+    ``strategy.name`` is ``ttc.strategy``, another ``strategy.<key>`` is ``ttc.<key>``, and any
+    other job field is named by its last part under ``ttc``."""
+    if not job_field:
+        return "ttc"
+    if job_field == "strategy.name":
+        return "ttc.strategy"
+    if job_field.startswith("strategy."):
+        return "ttc." + job_field.removeprefix("strategy.")
+    return "ttc." + job_field.rsplit(".", 1)[-1]
+
+
 class Planner:
     def __init__(
         self,
@@ -315,14 +329,14 @@ class Planner:
         )
 
     def validate(self, job: orchestrator_pb2.SearchJob, pinned: bool) -> None:
-        """Validate: the job validator's verdict; a pinned strategy's mistakes are named ``ttc.<field>``."""
+        """Validate: the job validator's verdict; a pinned strategy's mistakes are named by the
+        request's field (:func:`request_field`)."""
         try:
             self.validate_job(job)
         except InvalidArgument as err:
             if not pinned:
                 raise
-            leaf = err.field.rsplit(".", 1)[-1] if err.field else ""
-            raise InvalidArgument(err.message, field=f"ttc.{leaf}" if leaf else "ttc") from err
+            raise InvalidArgument(err.message, field=request_field(err.field)) from err
 
     def admitted(self, plan: Plan, admission: Admission) -> Plan:
         """Job: the refusal admission decided, now that the request is valid (the model's 404/503,

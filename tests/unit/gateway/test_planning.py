@@ -146,7 +146,7 @@ async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admis
     bad = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}})
     with pytest.raises(InvalidArgument) as caught:
         await _planner(watch, validator).plan(bad, queue_depth=10_000)  # policy down and queue full
-    assert caught.value.field == "ttc.bad"
+    assert caught.value.field == "ttc.params.bad"  # the request's own field, nested
     # Admission looked the model up and decided; validation answered before its refusal was acted on.
     assert steps == STEPS[:-1]
     assert watch.model_calls == 1 and len(routes) == 1 and len(validator.jobs) == 1
@@ -213,3 +213,15 @@ async def test_planning_decides_whether_the_worker_publishes_reasoning(extra: An
     plan = await _planner(Watch(), Validator(), Estimator()).plan(_chat(**extra), queue_depth=0)
     assert plan.job.quiet is quiet
     assert plan.job.stream_answer is bool(extra.get("stream"))
+
+
+def test_a_job_field_is_named_by_the_request_field_it_came_from() -> None:
+    from services.gateway.planning import request_field
+
+    assert request_field("strategy.params.large_params.bogus") == "ttc.params.large_params.bogus"
+    assert request_field("strategy.params.threshold") == "ttc.params.threshold"
+    assert request_field("strategy.name") == "ttc.strategy"
+    assert request_field("strategy.n") == "ttc.n"
+    assert request_field("strategy.verifier") == "ttc.verifier"
+    assert request_field("reference") == "ttc.reference"
+    assert request_field("") == "ttc"
