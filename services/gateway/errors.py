@@ -205,3 +205,17 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, on_error)
     app.add_exception_handler(grpc.RpcError, on_error)
     app.add_exception_handler(Exception, on_error)
+
+
+def request_field(job_field: str) -> str:
+    """The request field a pinned job's validation error names: the job's ``strategy.params.<path>``
+    is the request's ``ttc.params.<path>`` (nested, e.g. ``ttc.params.large_params.bogus``),
+    ``strategy.name`` is ``ttc.strategy``, another ``strategy.<key>`` is ``ttc.<key>``, and any
+    other job field is named by its last part under ``ttc``."""
+    if not job_field:
+        return "ttc"
+    if job_field == "strategy.name":
+        return "ttc.strategy"
+    if job_field.startswith("strategy."):
+        return "ttc." + job_field.removeprefix("strategy.")
+    return "ttc." + job_field.rsplit(".", 1)[-1]

@@ -39,7 +39,7 @@ from services.common.task_type import TaskType, classify_task
 from services.common.tracing import inject_context
 from services.gateway.admission import Decision, Thresholds, admit, normalize_effort
 from services.gateway.difficulty import DifficultyEstimator, Estimate
-from services.gateway.errors import HTTPError, too_many
+from services.gateway.errors import HTTPError, request_field, too_many
 from services.gateway.fleet import PolicyFleet
 from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
@@ -158,20 +158,6 @@ def answer_limit(req: Request, default: int) -> tuple[int, str | None]:
 def search_cap(req: Request) -> int | None:
     """``max_completion_tokens``: the cap on every token the search generates, hidden reasoning included."""
     return req.max_completion_tokens if isinstance(req, ChatCompletionRequest) else None
-
-
-def request_field(job_field: str) -> str:
-    """The request field a pinned job's validation error names: the job's ``strategy.params.<path>``
-    is the request's ``ttc.params.<path>`` (nested, e.g. ``ttc.params.large_params.bogus``),
-    ``strategy.name`` is ``ttc.strategy``, another ``strategy.<key>`` is ``ttc.<key>``, and any
-    other job field is named by its last part under ``ttc``."""
-    if not job_field:
-        return "ttc"
-    if job_field == "strategy.name":
-        return "ttc.strategy"
-    if job_field.startswith("strategy."):
-        return "ttc." + job_field.removeprefix("strategy.")
-    return "ttc." + job_field.rsplit(".", 1)[-1]
 
 
 class Planner:

@@ -216,7 +216,7 @@ async def test_planning_decides_whether_the_worker_publishes_reasoning(extra: An
 
 
 def test_a_job_field_is_named_by_the_request_field_it_came_from() -> None:
-    from services.gateway.planning import request_field
+    from services.gateway.errors import request_field
 
     assert request_field("strategy.params.large_params.bogus") == "ttc.params.large_params.bogus"
     assert request_field("strategy.params.threshold") == "ttc.params.threshold"
