@@ -25,7 +25,7 @@ from typing import Any
 
 from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown, served_route
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
-from evaluation.pricing import Pricer
+from evaluation.pricing import Config, Pricer
 from evaluation.pricing_table import default_configs, fit_latency
 from evaluation.provenance import write_raw
 from evaluation.route_fit import pools_provenance, route_of
@@ -95,10 +95,13 @@ def run(a: argparse.Namespace) -> int:
         small = Pricer(fit_latency(small_pools), stop, limit=a.limit, seed=a.seed)
         large = Pricer(fit_latency(large_pools), stop, limit=a.limit, seed=a.seed)
         reports = []
+        routes: dict[tuple[Config, Config], tuple[dict[str, Any], dict[str, Any]]] = {}
         for s, la, t in candidates:
             report = escalation_report(small_pools, large_pools, CascadeSpec(small, large, s, la, t), a.seed)
             try:
-                report["served"] = served_route(route_of(s, small_pools), route_of(la, large_pools), t)
+                if (s, la) not in routes:
+                    routes[(s, la)] = (route_of(s, small_pools), route_of(la, large_pools))
+                report["served"] = served_route(*routes[(s, la)], t)
             except ValueError as exc:
                 report["served"] = None
                 report["not_served"] = str(exc)
