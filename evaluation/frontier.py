@@ -143,17 +143,18 @@ class KindFrontier:
 
 def by_task(
     stats: Sequence[ProblemStats], predictions: Sequence[Mapping[str, Any]], *,
-    prefill_weight: float = PREFILL_WEIGHT, seed: int = 0,
+    prefill_weight: float = PREFILL_WEIGHT, seed: int = 0, key: str = "task_type",
 ) -> list[KindFrontier]:  # fmt: skip
-    """One :class:`KindFrontier` per task kind of ``predictions`` (their ``task_type``, the
-    gateway classifier's, as route_fit groups), matched to ``stats`` by problem id."""
-    task_of = {str(p["id"]): str(p["task_type"]) for p in predictions}
+    """One :class:`KindFrontier` per task kind of ``predictions``, matched to ``stats`` by problem
+    id. ``key`` names the grouping field: ``task_type`` (the gateway classifier's, as route_fit
+    groups) on calibration, ``kind`` (the problem set's) for the held-out report."""
+    task_of = {str(p["id"]): str(p[key]) for p in predictions}
     out = []
     for task in sorted(set(task_of.values())):
         members = [s for s in stats if task_of.get(s.problem_id) == task]
         points = config_points(members, prefill_weight=prefill_weight, seed=seed)
         front = pareto(points)
-        mine = [p for p in predictions if p["task_type"] == task]
+        mine = [p for p in predictions if str(p[key]) == task]
         ladder = ladder_points(mine, front, prefill_weight=prefill_weight, seed=seed)
         out.append(KindFrontier(task, len(members), points, front, ladder))
     return out

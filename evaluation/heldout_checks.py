@@ -94,6 +94,30 @@ def high_over_low_somewhere(groups: Mapping[str, Mapping[str, Any]]) -> Check:
     return Check(">= 1 task kind where high > low with disjoint intervals", bool(found), detail)
 
 
+def nothing_pays_past_low(groups: Mapping[str, Mapping[str, Any]]) -> Check:
+    """Issue 21's alternative to a kind where ``high`` beats ``low``: in no task kind does any
+    fixed configuration measured, at any cost, beat what ``low`` routes to with disjoint 95%
+    intervals. Then more budget has nothing to buy, and the frontier plot shows it; a kind where
+    something does beat ``low`` is named with the configuration, so the ladder is at fault there."""
+    paying: list[str] = []
+    closest: list[str] = []
+    kinds = [g for g in groups if g != ALL]
+    for group in kinds:
+        low = _row(groups, group, "low")
+        fixed: list[Summary] = [f for f in groups[group].get("fixed", []) if f.problems]
+        if low is None or not fixed:
+            paying.append(f"{group}: low or the fixed configurations not priced")
+            continue
+        best = max(fixed, key=lambda f: (f.interval[0], f.accuracy))
+        detail = f"{group}: `{best.name}` {_ci(best)} vs low {_ci(low)}"
+        (paying if best.interval[0] > low.interval[1] + EPS else closest).append(detail)
+    ok = bool(kinds) and not paying
+    detail = ("pays past low in " + "; ".join(paying) if paying else "in no task kind; closest per kind: "
+              + "; ".join(closest)) if kinds else "no task kind priced"  # fmt: skip
+    return Check("or: no configuration measured beats low's routes with disjoint intervals (frontier plots)",
+                 ok, detail)  # fmt: skip
+
+
 def routed_near_best(groups: Mapping[str, Mapping[str, Any]], efforts: Sequence[str], group: str = ALL) -> Check:
     """At every effort, the routed accuracy at most the tolerance below the best fixed
     configuration within that effort's budget, on the same held-out problems."""
@@ -146,6 +170,7 @@ def all_checks(
         high_over_none(groups),
         no_step_down(groups, efforts),
         high_over_low_somewhere(groups),
+        nothing_pays_past_low(groups),
         routed_near_best(groups, efforts),
         routed_near_best_per_kind(groups, efforts),
         new_families(groups),

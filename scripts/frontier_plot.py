@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from evaluation.calibration import PREFILL_WEIGHT  # noqa: E402
 from evaluation.embeddings import feature_rows  # noqa: E402
-from evaluation.frontier import KindFrontier, LadderPoint, by_task  # noqa: E402
+from evaluation.frontier import KindFrontier, by_task  # noqa: E402
+from evaluation.frontier_png import plot  # noqa: E402
 from evaluation.pools import read_pools  # noqa: E402
 from evaluation.pricing import Pricer  # noqa: E402
 from evaluation.pricing_table import default_configs, fit_latency, judges_in, price_all  # noqa: E402
@@ -59,51 +60,6 @@ def compute(pools_dir: Path) -> tuple[list[KindFrontier], dict[str, Any]]:
     return kinds, meta
 
 
-def plot(kind: KindFrontier, path: Path) -> None:
-    """Every fixed configuration grey, the frontier as a line, the ladder's points with intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
-    ax.scatter([p.cost for p in kind.points], [p.accuracy for p in kind.points], s=12, color="0.7",
-               label="fixed configuration", zorder=1)  # fmt: skip
-    ax.plot([p.cost for p in kind.frontier], [p.accuracy for p in kind.frontier], "-o", color="tab:blue", ms=4,
-            drawstyle="steps-post", label="Pareto frontier", zorder=2)  # fmt: skip
-    last = 0.0
-    for p in kind.frontier:  # label frontier points far enough apart on the log axis to be read
-        if p is kind.frontier[-1] or p.cost > last * 1.25:
-            ax.annotate(p.label, (p.cost, p.accuracy), fontsize=7, color="tab:blue", xytext=(3, -9),
-                        textcoords="offset points")  # fmt: skip
-            last = p.cost
-    groups: dict[tuple[float, float], list[LadderPoint]] = {}
-    for lp in kind.ladder:  # efforts that buy the same thing share one marker and one label
-        groups.setdefault((round(lp.point.cost, 6), round(lp.point.accuracy, 6)), []).append(lp)
-    labelled: set[bool] = set()
-    for members in groups.values():
-        p, on = members[0].point, members[0].on_frontier
-        name = members[0].effort if len(members) == 1 else f"{members[0].effort}..{members[-1].effort}"
-        ax.errorbar(p.cost, p.accuracy, yerr=[[p.accuracy - p.low], [p.high - p.accuracy]], fmt="D",
-                    color="tab:red" if on else "tab:orange", ms=6, capsize=3, zorder=3,
-                    label=None if on in labelled else
-                    f"ladder effort, {'on' if on else 'below'} the frontier (95% interval)")  # fmt: skip
-        labelled.add(on)
-        ax.annotate(name, (p.cost, p.accuracy), fontsize=8, color="tab:red" if on else "tab:orange",
-                    xytext=(5, 5), textcoords="offset points")  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel(f"mean cost per request (generated + {PREFILL_WEIGHT:g} x prompt tokens, log)")
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"{kind.task}: {kind.problems} calibration problems (not held out)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-
-
 def _relative(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(ROOT))
@@ -119,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     started = provenance(model=None)
     kinds, meta = compute(args.pools)
     for kind in kinds:
-        plot(kind, args.out_img / f"{kind.task}.png")
+        plot(
+            kind,
+            args.out_img / f"{kind.task}.png",
+            title=f"{kind.task}: {kind.problems} calibration problems (not held out)",
+        )
         ladder = ", ".join(
             f"{lp.effort}={lp.point.label} {lp.point.accuracy:.2f}@{lp.point.cost:.0f}"
             + ("" if lp.on_frontier else " (below)")

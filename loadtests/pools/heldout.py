@@ -8,7 +8,9 @@ latency model fitted on the held-out pools' calls, as ``table`` does) and prints
 and overall, the ladder beside every fixed configuration and the best fixed one within each
 effort's budget, then issue 21's Must-show checks as pass/miss lines
 (:mod:`evaluation.heldout_ladder`, :mod:`evaluation.heldout_checks`). Pricing only: no model
-runs (the embedding encoder loads, as in ``calibrate``). Raw data: JSON to ``--out``.
+runs (the embedding encoder loads, as in ``calibrate``). Raw data: JSON to ``--out``; per task
+kind a cost-vs-accuracy frontier PNG (every fixed configuration, the routed ladder, the
+efforts' budgets) to ``--img-dir``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.calibration import BUDGET_MULTIPLES, PREFILL_WEIGHT
+from evaluation.frontier import by_task
+from evaluation.frontier_png import plot
 from evaluation.heldout_checks import Check, all_checks
 from evaluation.heldout_ladder import (
     BestFixed,
@@ -46,6 +50,8 @@ from loadtests.pools.run import DEFAULT_POOLS
 from services.gateway.routing import RoutingTable
 
 DEFAULT_OUT_DIR = ROOT / "docs" / "data" / "calibration"
+DEFAULT_IMG_DIR = ROOT / "docs" / "img" / "frontier" / "heldout"
+PLOTTED_BUDGETS = ("low", "medium", "high")  # the efforts whose budgets the frontier plots mark
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence of the priced votes")
     p.add_argument("--estimator", choices=["embedding", "none"], default="embedding")
+    p.add_argument("--img-dir", type=Path, default=DEFAULT_IMG_DIR,
+                   help="frontier PNG per task kind (default docs/img/frontier/heldout)")  # fmt: skip
 
 
 def intended(chunks: Sequence[Any]) -> tuple[int | None, list[str]]:
@@ -110,6 +118,20 @@ def _json(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {name: dump(dict(g)) for name, g in groups.items()}
 
 
+def frontiers(groups: Mapping[str, Mapping[str, Any]], outcomes: Outcomes, rows: Sequence[Mapping[str, Any]],
+              img_dir: Path, fitted_on: int, seed: int) -> list[dict[str, Any]]:  # fmt: skip
+    """Per task kind, every fixed configuration's held-out point, their Pareto frontier and the
+    routed ladder's points, drawn to ``img_dir/<kind>.png`` with the efforts' budgets marked:
+    the plot the issue asks for when nothing measured pays past ``low``. Returns the raw points."""
+    kinds = by_task(list(outcomes.stats.values()), rows, prefill_weight=PREFILL_WEIGHT, seed=seed, key="kind")
+    for kind in kinds:
+        best = groups[kind.task]["best_fixed"]
+        plot(kind, img_dir / f"{kind.task}.png",
+             title=f"{kind.task}: {kind.problems} held-out problems (routing fitted on {fitted_on} calibration)",
+             budgets={e: best[e].budget for e in PLOTTED_BUDGETS if e in best})  # fmt: skip
+    return [k.as_dict() for k in kinds]
+
+
 def run(a: argparse.Namespace) -> int:
     pools_dir = a.pools or DEFAULT_POOLS / a.model
     fitted = fit_pools(pools_dir, a.model, estimator=a.estimator, confidence=a.confidence, limit=a.limit,
@@ -148,6 +170,9 @@ def run(a: argparse.Namespace) -> int:
         "(the budgets the fit used), averaged over a group's problems.",
     ]
     print(markdown(groups, checks, head))
+    rows = per_problem(heldout, labels, outcomes, task_of, sources)
+    plotted = frontiers(groups, outcomes, rows, a.img_dir, int(fit_prov["problems"]), a.seed)
+    print(f"\nwrote {len(plotted)} frontier PNGs under {relative_to_root(a.img_dir)}")
     out = a.out or DEFAULT_OUT_DIR / f"heldout_ladder-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     meta = provenance(a.model, heldout=pools_provenance(relative_to_root(pools_dir), chunks, heldout), fit=fit_prov,
                       latency_model=pricer.latency.__dict__, limit=a.limit, confidence=a.confidence,
@@ -161,7 +186,8 @@ def run(a: argparse.Namespace) -> int:
         "oracle_configurations": _oracles(fitted.configs),
         "checks": [c.as_dict() for c in checks],
         "groups": _json(groups),
-        "per_problem": per_problem(heldout, labels, outcomes, task_of, sources),
+        "per_problem": rows,
+        "frontier": plotted,
         "table": fitted.fit.table,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

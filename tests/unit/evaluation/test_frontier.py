@@ -82,3 +82,12 @@ def test_by_task_groups_problems_by_their_task_type() -> None:
     assert (math.task, math.problems, [p.label for p in math.frontier]) == ("math", 2, ["g", "v"])
     assert math.ladder[0].on_frontier
     assert math.as_dict()["frontier"] == ["g", "v"]
+
+
+def test_by_task_can_group_by_another_field_such_as_the_held_out_kind() -> None:
+    s = [stats("p1", g=(0.0, 10, 0)), stats("p2", g=(1.0, 10, 0))]
+    preds = [{**prediction("p1", "math_word", low=("g", 0.0, 10, 0)), "kind": "math"},
+             {**prediction("p2", "open", low=("g", 1.0, 10, 0)), "kind": "math"}]  # fmt: skip
+    (math,) = by_task(s, preds, prefill_weight=0.0, key="kind")
+    assert (math.task, math.problems, math.ladder[0].point.accuracy) == ("math", 2, 0.5)
+    assert [k.task for k in by_task(s, preds, prefill_weight=0.0)] == ["math_word", "open"]

@@ -12,6 +12,7 @@ from evaluation.heldout_checks import (
     high_over_none,
     new_families,
     no_step_down,
+    nothing_pays_past_low,
     routed_near_best,
     routed_near_best_per_kind,
 )
@@ -61,6 +62,20 @@ def test_one_kind_with_high_above_low_and_disjoint_intervals_suffices() -> None:
     assert not high_over_low_somewhere({"word": flat, ALL: climbs}).passed
 
 
+def test_nothing_pays_past_low_unless_a_fixed_configuration_beats_it_with_disjoint_intervals() -> None:
+    flat = group(ladder_of(0.1, 0.4, 0.5, 0.5, 0.5, 0.5), low=(0.4, 0.6))
+    flat["fixed"] = [row("pot@8", 0.65, 0.55, 0.75), row("sc@2", 0.3, 0.2, 0.4)]  # overlaps low's interval
+    check = nothing_pays_past_low({"word": flat, ALL: flat})
+    assert check.passed and "closest per kind: word: `pot@8` 65.0 [55.0, 75.0]" in check.detail
+    pays = group(ladder_of(0.1, 0.4, 0.5, 0.5, 0.5, 0.5), low=(0.4, 0.6))
+    pays["fixed"] = [row("hybrid@8+cot4", 0.8, 0.65, 0.9)]  # its whole interval above low's
+    check = nothing_pays_past_low({"word": flat, "math": pays, ALL: flat})
+    assert not check.passed and check.detail.startswith("pays past low in math: `hybrid@8+cot4` 80.0")
+    unpriced = group(ladder_of(0.1, 0.4, 0.5, 0.5, 0.5, 0.5))  # no fixed configuration priced
+    assert not nothing_pays_past_low({"word": unpriced}).passed
+    assert not nothing_pays_past_low({ALL: flat}).passed  # no task kind is no pass
+
+
 def test_routed_within_three_points_of_the_best_fixed_at_every_effort() -> None:
     acc = ladder_of(0.2, 0.3, 0.4, 0.5, 0.6, 0.6)
     near = group(acc, best={e: a + 0.03 for e, a in acc.items()})
@@ -87,4 +102,4 @@ def test_coverage_states_what_is_missing() -> None:
         "held-out: 40 of 224 drawn; families with no held-out problem yet: knights_knaves"
     )
     assert coverage(200, 224, []).passed
-    assert [c.line().split(":")[0] for c in all_checks({}, EFFORTS, 0, None, [])] == ["- **MISS**"] * 7
+    assert [c.line().split(":")[0] for c in all_checks({}, EFFORTS, 0, None, [])] == ["- **MISS**"] * 8

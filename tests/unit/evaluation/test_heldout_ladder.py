@@ -152,7 +152,9 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
     write_chunk(tmp_path, "calibration", 1, header, calibration)
     write_chunk(tmp_path, "heldout", 1, header, heldout)
     out = tmp_path / "ladder.json"
-    assert main(["heldout", "--pools", str(tmp_path), "--out", str(out), "--estimator", "none"]) == 0
+    img = tmp_path / "img"
+    assert main(["heldout", "--pools", str(tmp_path), "--out", str(out), "--estimator", "none",
+                 "--img-dir", str(img)]) == 0  # fmt: skip
     body = json.loads(out.read_text())
     assert body["table"]["provenance"]["problems"] == 4  # fitted on the calibration pools only
     assert body["coverage"] == {"drawn": 2, "intended": 6, "missing_families": ["letter_counting"],
@@ -161,7 +163,10 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
     assert body["per_problem"][0]["efforts"]["none"]["config"] == GREEDY
     assert body["per_problem"][0]["efforts"]["high"]["route"] == "arithmetic, every bin, 4 problems"
     names = [c["name"] for c in body["checks"]]
-    assert len(names) == 7 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
+    assert len(names) == 8 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
+    assert [k["task"] for k in body["frontier"]] == ["arithmetic"]  # per held-out kind, plotted
+    assert body["frontier"][0]["problems"] == 2 and body["frontier"][0]["ladder"][0]["effort"] == "none"
+    assert (img / "arithmetic.png").read_bytes().startswith(b"\x89PNG")
     printed = capsys.readouterr().out
     assert "## Must-show checks" in printed and "**MISS**: >= 200 held-out problems" in printed
     assert "## all: 2 held-out problems" in printed
