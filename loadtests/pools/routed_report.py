@@ -65,7 +65,8 @@ def report(
     ids = set(recorded)
     mine = [p for p in heldout if p.id in ids]
     offline = offline_ladder(fitted, mine, efforts) if fitted is not None and mine else {}
-    groups = {g: {"routed": rows, "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}
+    groups = {g: {"routed": rows, "fixed": offline.get(g, {}).get("fixed", []),
+                  "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}  # fmt: skip
     checks = all_checks(groups, efforts, len(ids), None, [])
     kinds = Counter(p.kind for p in mine)
     lines = [
