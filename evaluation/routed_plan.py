@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.calibration import PREFILL_WEIGHT
 from evaluation.heldout_ladder import ALL, Summary, route_key
 from evaluation.intervals import wilson
 
@@ -128,7 +129,8 @@ def pending(
 
 def summarize_live(name: str, members: Sequence[Outcome]) -> Summary:
     """An effort's row over a group's outcomes: accuracy with its 95% Wilson interval, mean
-    generated and prompt tokens and p50 latency over the answered ones; errors counted in
+    generated and prompt tokens, cost priced as the offline rows price it (generated +
+    ``PREFILL_WEIGHT`` x prompt) and p50 latency over the answered ones; errors counted in
     ``unpriced`` (routing errors too), never wrong."""
     ok = [o for o in members if o.correct is not None]
     right = sum(1 for o in ok if o.correct)
@@ -146,7 +148,7 @@ def summarize_live(name: str, members: Sequence[Outcome]) -> Summary:
         interval=wilson(right, len(ok)),
         generated_tokens=mean([o.generated_tokens for o in ok]),
         prompt_tokens=mean([o.prompt_tokens for o in ok]),
-        cost=mean([o.generated_tokens + o.prompt_tokens for o in ok]),
+        cost=mean([o.generated_tokens + PREFILL_WEIGHT * o.prompt_tokens for o in ok]),  # the offline rows' cost
         p50_latency_s=float(np.median([o.latency_s for o in ok])) if ok else None,
         configs=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
         unpriced=len(members) - len(ok),

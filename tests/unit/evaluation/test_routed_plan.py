@@ -67,6 +67,7 @@ def test_outcomes_spread_a_request_over_its_efforts_and_errors_are_never_wrong()
     rows = summaries(found, ["low", "medium"])
     assert rows["all"]["low"].problems == 1 and rows["all"]["low"].accuracy == 1.0
     assert rows["all"]["low"].unpriced == 2
+    assert rows["all"]["low"].cost == 100 + 0.25 * 50  # priced as the offline rows: generated + 0.25 x prompt
     assert error_counts(found) == {"route": 1, "timeout": 1}
 
 
