@@ -8,7 +8,8 @@ record says which efforts it stands for. The reply's ``ttc`` report must show th
 route (:func:`route_mismatch`): a mismatch is a routing error, excluded and reported, never a
 wrong answer, as an infrastructure error is. :func:`outcomes` turns records into one outcome per
 (problem, effort); :func:`pending` says which pairs still need a request; :func:`summaries`
-builds the rows :mod:`~.heldout_checks` decides on (the offline ladder's :class:`Summary`).
+builds the rows :mod:`~.heldout_checks` decides on (the offline ladder's :class:`Summary`);
+:func:`served_calibration` measures the served ``ttc.confidence`` on the same answers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 
 from evaluation.calibration import PREFILL_WEIGHT
 from evaluation.heldout_ladder import ALL, Summary, route_key
-from evaluation.intervals import wilson
+from evaluation.intervals import BOOTSTRAP, wilson
+from services.common.confidence import expected_calibration_error
 
 
 @dataclass(frozen=True)
@@ -174,3 +176,37 @@ def error_counts(found: Mapping[tuple[str, str], Outcome]) -> dict[str, int]:
         if o.correct is None:
             counts[o.error_kind or "unknown"] = counts.get(o.error_kind or "unknown", 0) + 1
     return dict(sorted(counts.items()))
+
+
+def served_calibration(records: Sequence[Mapping[str, Any]], *, bins: int = 10, seed: int = 0,
+                       resamples: int = BOOTSTRAP) -> dict[str, Any]:  # fmt: skip
+    """How calibrated the served ``ttc.confidence`` is on these answers: ECE (``bins`` equal
+    bins) with a 95% percentile bootstrap over problems, mean confidence against accuracy.
+    One request's answer counts once, whatever efforts it stands for (they are one answer); an
+    error is no answer, and an answer served without a confidence (no vote to read) is counted
+    apart, never scored. The newest record per (problem, effort) stands, as in :func:`outcomes`."""
+    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        for effort in r["efforts"]:
+            newest[(r["problem_id"], effort)] = r
+    answers = {id(r): r for r in newest.values() if not r.get("error") and r.get("correct") is not None}
+    scored = [r for r in answers.values() if r.get("confidence") is not None]
+    out: dict[str, Any] = {"answers": len(answers), "without_confidence": len(answers) - len(scored),
+                           "scored": len(scored)}  # fmt: skip
+    if not scored:
+        return out | {"ece": None, "interval": None, "mean_confidence": None, "accuracy": None}
+    probs = [float(r["confidence"]) for r in scored]
+    right = [bool(r["correct"]) for r in scored]
+    by_problem: dict[str, list[int]] = {}
+    for i, r in enumerate(scored):
+        by_problem.setdefault(str(r["problem_id"]), []).append(i)
+    groups = list(by_problem.values())
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        picked = [i for g in rng.integers(0, len(groups), len(groups)) for i in groups[g]]
+        draws.append(expected_calibration_error([probs[i] for i in picked], [right[i] for i in picked], bins=bins))
+    low, high = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
+    return out | {"ece": expected_calibration_error(probs, right, bins=bins), "interval": (low, high),
+                  "mean_confidence": float(np.mean(probs)), "accuracy": float(np.mean(right)),
+                  "problems": len(groups)}  # fmt: skip

@@ -46,6 +46,7 @@ from evaluation.routed_plan import (
     pending,
     provenance_hash,
     route_mismatch,
+    served_calibration,
     summaries,
 )
 from loadtests.client import Reply, request_kwargs, send
@@ -82,6 +83,7 @@ def to_record(pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply) -
         "efforts": list(req.efforts), "route": req.route, "seed": seed, "correct": None, "answer": "",
         **reply_fields(reply), "n": ext.get("n"), "effort_applied": ext.get("effort_applied"),
         "difficulty_bin": ext.get("difficulty_bin"), "task_type": ext.get("task_type"),
+        "confidence": ext.get("confidence"),
     }  # fmt: skip
     if reply.error:
         return record
@@ -273,6 +275,7 @@ class RoutedRun:
             self._fitted,
             read_pools(self.pools_dir, SPLIT),
             sorted({pid for pid, _ in found}),
+            served_calibration(records),
         )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / REPORT).write_text(json.dumps(body, indent=1, default=str) + "\n")

@@ -60,8 +60,10 @@ def report(
     fitted: Any,
     heldout: Sequence[ProblemPool],
     recorded: Sequence[str],
+    served: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``report.json``'s body, its Markdown included."""
+    """``report.json``'s body, its Markdown included; ``served``: the served confidence's
+    calibration on these answers (:func:`evaluation.routed_plan.served_calibration`)."""
     ids = set(recorded)
     mine = [p for p in heldout if p.id in ids]
     offline = offline_ladder(fitted, mine, efforts) if fitted is not None and mine else {}
@@ -80,6 +82,7 @@ def report(
         "",
         *[c.line() for c in checks],
         "",
+        *_served_lines(served),
     ]
     for group, rows in live.items():
         lines += [f"## {group}", "", HEADER]
@@ -100,7 +103,21 @@ def report(
         },
         "errors": dict(errors),
         "checks": [c.as_dict() for c in checks],
+        "served_confidence": dict(served) if served is not None else None,
         "live": dump,
         "offline": priced_dump,
         "markdown": "\n".join(lines),
     }
+
+
+def _served_lines(served: Mapping[str, Any] | None) -> list[str]:
+    """The served ``ttc.confidence``'s calibration, one paragraph (none when not measured)."""
+    if served is None:
+        return []
+    if served.get("ece") is None:
+        return [f"Served `ttc.confidence`: no answer carried one ({served['answers']} answers).", ""]
+    low, high = served["interval"]
+    return [f"Served `ttc.confidence` on these answers: ECE {served['ece']:.3f} [{low:.3f}, {high:.3f}] over "
+            f"{served['scored']} answers of {served['problems']} problems (mean confidence "
+            f"{served['mean_confidence']:.2f} against accuracy {served['accuracy']:.2f}); "
+            f"{served['without_confidence']} answers served without one.", ""]  # fmt: skip

@@ -13,6 +13,7 @@ from evaluation.routed_plan import (
     pending,
     provenance_hash,
     route_mismatch,
+    served_calibration,
     summaries,
 )
 from loadtests.pools.routed_report import report
@@ -113,3 +114,29 @@ def test_report_body_without_a_fit_has_live_rows_and_no_offline_figure() -> None
 
 def test_provenance_hash_ignores_key_order() -> None:
     assert provenance_hash({"a": 1, "b": [2]}) == provenance_hash({"b": [2], "a": 1}) != provenance_hash({"a": 2})
+
+
+def test_served_confidence_is_scored_once_per_answer_and_errors_or_missing_confidence_apart() -> None:
+    records = [
+        record("a", ["low", "medium"], True, confidence=0.9),  # one answer for two efforts: counted once
+        record("b", ["low"], False, confidence=0.9),
+        record("c", ["low"], True, confidence=None),  # no vote to read: counted apart
+        record("d", ["low"], None, error="boom", error_kind="timeout", confidence=0.5),  # no answer
+    ]
+    served = served_calibration(records, resamples=200)
+    assert (served["answers"], served["scored"], served["without_confidence"], served["problems"]) == (3, 2, 1, 2)
+    assert abs(served["ece"] - 0.4) < 1e-9  # one bin: mean confidence 0.9 against accuracy 0.5
+    low, high = served["interval"]
+    assert 0.0 <= low <= served["ece"] <= high <= 1.0
+    superseded = [record("a", ["low"], False, confidence=0.2), record("a", ["low"], True, confidence=0.8)]
+    assert served_calibration(superseded, resamples=10)["scored"] == 1  # the newest record stands
+    assert served_calibration([record("c", ["low"], True)])["ece"] is None
+
+
+def test_report_states_the_served_confidence_when_measured() -> None:
+    found = outcomes(ladder_records(high_right=20))
+    served = served_calibration([record("a", ["low"], True, confidence=0.7)], resamples=10)
+    body = report(summaries(found, EFFORTS), EFFORTS, error_counts(found), [{"git_describe": "v1"}], None, [],
+                  sorted({pid for pid, _ in found}), served)  # fmt: skip
+    assert body["served_confidence"]["scored"] == 1
+    assert "Served `ttc.confidence` on these answers: ECE 0.300" in body["markdown"]
