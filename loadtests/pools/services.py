@@ -137,24 +137,58 @@ def lock_contended(inode: int, locks: Path = Path("/proc/locks")) -> bool:
     return any(line.split()[-3].endswith(f":{inode}") for line in text.splitlines() if "FLOCK" in line)
 
 
+def waiting_marker(lock: Path) -> Path:
+    """Where a polite waiter announces itself (a file beside the lock naming the waiter)."""
+    return lock.with_name(lock.name + ".waiting")
+
+
+def other_waiter(marker: Path, me: str, poll_s: float) -> bool:
+    """True while a polite waiter other than ``me`` has announced itself within two polls (a
+    crashed waiter's marker goes stale and stops counting)."""
+    try:
+        owner = marker.read_text().strip()
+        fresh = time.time() - marker.stat().st_mtime < 2 * poll_s
+    except OSError:
+        return False
+    return fresh and owner != me
+
+
 @contextmanager
-def model_lock(path: Path = MODEL_LOCK, poll_s: float = 5.0) -> Iterator[float]:
+def model_lock(path: Path = MODEL_LOCK, poll_s: float = 5.0, me: str | None = None) -> Iterator[float]:
     """Hold the shared model lock, politely: a pool draw runs for hours, so it asks for the lock
     only when nobody holds it or waits for it (flock is not first-come first-served, and a
     drawer that re-asks at once after each chunk would starve every test and benchmark queued
-    behind it). Yields the seconds spent waiting."""
+    behind it). Blocking ``flock`` waiters show in ``/proc/locks``; polite ones (which poll)
+    do not, so the first polite waiter also writes its name to :func:`waiting_marker`, and a
+    holder that re-asks right after its chunk lets that waiter go first: two polite jobs
+    alternate instead of one starving the other. ``me`` names this waiter (default: the pid).
+    Yields the seconds spent waiting."""
     started = time.monotonic()
+    me = me or str(os.getpid())
+    marker = waiting_marker(path)
     with path.open("a") as handle:
         inode = os.fstat(handle.fileno()).st_ino
         while True:
-            if not lock_contended(inode):
+            if not lock_contended(inode) and not other_waiter(marker, me, poll_s):
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     pass
+            if not other_waiter(marker, me, poll_s):
+                marker.write_text(me)  # first in the queue of polite waiters (or still there)
             time.sleep(poll_s)
+        _withdraw(marker, me)
         try:
             yield time.monotonic() - started
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _withdraw(marker: Path, me: str) -> None:
+    """Remove this waiter's announcement once it holds the lock (another's stays)."""
+    try:
+        if marker.read_text().strip() == me:
+            marker.unlink()
+    except OSError:
+        pass
