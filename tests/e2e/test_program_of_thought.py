@@ -177,10 +177,13 @@ STATUS = {v.number: v.name.removeprefix("EXEC_STATUS_").lower() for v in sandbox
 
 
 def test_hostile_programs_are_contained_and_the_search_still_answers(stack: GatewayStack, boundary: Boundary) -> None:
-    """Through the gateway, a worker, Qwen and the real sandbox: Qwen writes four programs for
-    a word problem (one greedy, three sampled); the first three to reach the sandbox are
+    """Through the gateway, a worker, Qwen and the real sandbox: Qwen writes up to four programs
+    for a word problem (one greedy, three sampled); the first three to reach the sandbox are
     replaced there by the hostile ones. None of them gets out or prints, the sandbox runs the
-    fourth, the model's own, and the answer is what that one printed."""
+    rest, the model's own, and the answer is what they printed. How many programs reach the
+    sandbox is the model's doing (a sample can fail to parse, or the vote can settle): when no
+    program of its own is left after the attacks, every program abstained and the chain of
+    thought answers, which the test checks too."""
     from openai import OpenAI
 
     outside = Path(tempfile.mkdtemp(prefix="ttc-pot-outside-")) / "escaped.txt"
@@ -196,23 +199,24 @@ def test_hostile_programs_are_contained_and_the_search_still_answers(stack: Gate
         extra_body={"ttc": {"strategy": "program_of_thought", "n": 4, "params": params}},
     )
     runs = boundary.runs()
-    assert len(runs) == 4, f"the model wrote {len(runs)} runnable programs of 4: {[r.written for r in runs]}"
+    assert runs, "no program reached the sandbox"
     attacks = [r for r in runs if r.executed != r.written]
-    assert sorted(r.executed for r in attacks) == sorted(hostile)
+    assert sorted(r.executed for r in attacks) == sorted(hostile[: min(len(hostile), len(runs))])  # handed out in turn
     for run in attacks:
         outcome = run.response.outcome
         assert outcome.status != sandbox_pb2.EXEC_STATUS_OK, (run.executed, outcome)
         assert b"999" not in outcome.stdout  # neither the network call nor the escaping write got to print
     assert not outside.exists()
-    (own,) = [r for r in runs if r.executed == r.written]
+    own = [r for r in runs if r.executed == r.written]
     ttc: dict[str, Any] = response.model_extra["ttc"]  # type: ignore[index]
     trace = httpx.get(f"{stack.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()
     seen = sorted(n["execution"]["status"] for n in trace["nodes"] if n.get("execution"))
     assert seen == sorted(STATUS[r.response.outcome.status] for r in runs)  # the worker saw the sandbox's verdicts
     answer = response.choices[0].message.content or ""
-    printed = own.response.outcome.stdout.decode(errors="replace")
-    if own.response.outcome.status == sandbox_pb2.EXEC_STATUS_OK and (value := program_answer(printed)):
-        # the one program that behaved answers (the answer states its vote key)
-        assert vote_key(extract_answer(answer) or "") == vote_key(value), (answer, printed)
-    else:  # the model's own program failed too: every program abstained, chain of thought answers
+    printed = [r.response.outcome.stdout.decode(errors="replace") for r in own
+               if r.response.outcome.status == sandbox_pb2.EXEC_STATUS_OK]  # fmt: skip
+    values = {vote_key(v) for out in printed if (v := program_answer(out))}
+    if values:  # the programs that behaved answer: the answer is one of their vote keys
+        assert vote_key(extract_answer(answer) or "") in values, (answer, printed)
+    else:  # the model's own programs failed too: every program abstained, chain of thought answers
         assert answer and "999" not in answer, answer
