@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluation.provenance import provenance, write_raw  # noqa: E402
+from services.common.ports import free_port  # noqa: E402
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
 from services.policy.engines import create_engine  # noqa: E402
 from services.policy.engines.base import Engine, Message, Prompt, Sampling  # noqa: E402
@@ -51,12 +51,6 @@ class Run:
     @property
     def tps(self) -> float:
         return self.tokens / self.seconds
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def engine_call(

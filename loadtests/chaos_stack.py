@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from services.common.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 # What each fault does: the worker crashes (SIGKILL, its jobs are unacknowledged and come back),
 # the others are restarted (SIGTERM, as a deploy or an operator would).
@@ -27,12 +28,6 @@ FAULT_SIGNALS: dict[str, signal.Signals] = {
     "verifier": signal.SIGTERM,
     "redis": signal.SIGTERM,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -24,7 +24,6 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from services.common.ports import free_port  # noqa: E402
 from services.gateway.effort import EFFORTS  # noqa: E402
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -62,12 +62,6 @@ def scrape_config_for(prometheus: dict[str, Any], services: set[str]) -> tuple[d
         else:
             dropped.append(job["job_name"])
     return {**prometheus, "scrape_configs": kept}, dropped
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def sh(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:

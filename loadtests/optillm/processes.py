@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,13 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from services.common.ports import free_port
+
 DEFAULT_OPTILLM_PYTHON = Path("/work/optillm-venv/bin/python")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def answers(url: str) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,16 +25,12 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_LOCK = Path("/tmp/ttc-model.lock")
 # Slot uids of the drawer's sandbox: apart from the ranges the e2e tests use.
 SANDBOX_UID_BASE = 160_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def healthy(target: str) -> bool:
