@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from services.common.answer_examples import Span, find_examples, requote
+from services.common.answer_examples import Span, find_examples, listed, requote
 from services.common.answers import clean_number, requested_decimals
 
 Case = Literal["lower", "upper"]
@@ -368,8 +368,7 @@ def render_value(value: str, form: AnswerForm) -> str:
             text = f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
         else:
             text = number
-    if form.example:
-        text = requote(text, form.example)
+    text = requote(text, form.example) if form.example else listed(text)
     if form.case == "lower":
         text = text.lower()
     elif form.case == "upper":

@@ -102,7 +102,21 @@ def _clean_clause(clause: str) -> str:
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer a candidate states, or ``None`` when it states none."""
+    """The final answer a candidate states, or ``None`` when it states none; failing a stated
+    one (:func:`stated_answer`), its last number."""
+    stated = stated_answer(text)
+    if stated is not None or not text:
+        return stated
+    numbers = _NUMBER_RE.findall(text)
+    if numbers:
+        return str(numbers[-1])
+    return None
+
+
+def stated_answer(text: str) -> str | None:
+    """The answer a candidate states as its answer (boxed, "the answer is ...", "#### ..."),
+    ``None`` when it states none. Unlike :func:`extract_answer`, never its last number: for a
+    yes/no or a which-of question that number is a step of the reasoning ("221 = 13 x 17")."""
     if not text:
         return None
     boxed = extract_boxed(text)
@@ -118,9 +132,6 @@ def extract_answer(text: str) -> str | None:
         clause = _clean_clause(hashes[-1])
         if clause:
             return clause
-    numbers = _NUMBER_RE.findall(text)
-    if numbers:
-        return str(numbers[-1])
     return None
 
 

@@ -20,7 +20,8 @@ reading them:
 5. ``computable``: a task a short program answers exactly though it is not arithmetic on
    stated numbers - counting letters or words, a conversion (units, bases, Roman numerals),
    dates and times, sorting, string manipulation, a logic puzzle with few possible answers,
-   or a quantity question with one number ("How many seconds are in 3 hours?").
+   a quantity question with one number ("How many seconds are in 3 hours?"), or any other
+   question on stated numbers ("Is 221 prime?") that asks for no prose.
 6. ``open``: everything else.
 """
 
@@ -75,7 +76,8 @@ _NAMED_CALCULATION = re.compile(
 # A question whose answer is a quantity: "how many ...", "what is the total ...".
 _QUANTITY_QUESTION = re.compile(
     r"\bhow (many|much|long|far|old|fast|often|tall|heavy|big|large|wide|deep|high)\b|"
-    r"\bwhat (is|was|are|were|will be|would be) the (total|number|sum|average|mean|cost|price|value|area|"
+    r"\bwhat (is|was|are|were|will be|would be) (the|its|his|her|their|your|my|our)( \w+)? "
+    r"(total|number|sum|average|mean|cost|price|value|area|"
     r"perimeter|volume|probability|percentage|ratio|difference|remainder|speed|distance|amount|length|"
     r"weight|age|profit|result|duration)\b|\bwhat percent(age)?\b|\bin total\b",
     _F,
@@ -150,6 +152,29 @@ _COMPUTABLE = (
         _F,
     ),
 )
+# A question on stated numbers that no rule above names ("Is 221 prime?", "Which is larger, 9.11
+# or 9.9?", "What is the 10th Fibonacci number?", "Round 3.14159 to two decimal places."). A
+# program often computes it; one that cannot prints a literal and abstains, and the chain of
+# thought answers (services/search/strategies/program_checks.py), so a wrong guess here costs a
+# short program, not the answer.
+_NUMERIC_QUESTION = re.compile(
+    r"^\s*(what|what's|which|is|are|does|do|how|find|round|compute|calculate|evaluate|simplify|compare|check)\b",
+    _F | re.MULTILINE,
+)
+# ... about the numbers themselves (not "Is Python 3 faster than Python 2?", where they are names)
+_NUMBER_TERM = re.compile(
+    r"\b(primes?|composite|divisible|divisors?|factors?|multiples?|even|odd|larger|smaller|greater|less|bigger|"
+    r"fibonacci|digits?|sequence|series|round(ed)?|decimals?|significant|integers?|fractions?|percent(age)?|"
+    r"ratio|power|exponent|squared?|cubed?|roots?|sum|product|difference|average|mean|median|total|remainder|"
+    r"sqrt|log(arithm)?|factorial|perfect|rational|irrational|number)\b",
+    _F,
+)
+# ... unless it asks for prose or a list of things, which no program computes.
+_PROSE_REQUEST = re.compile(
+    r"\b(tips|ideas|ways to|reasons|examples|suggestions|names|steps to|facts|jokes|poems?|stor(y|ies)|essays?|"
+    r"happen(ed|s)?|news|discuss|opinion|meaning|mean)\b",
+    _F,
+)
 _YEAR = re.compile(r"\b(in|since|by|from|until|of)\s+(1\d{3}|20\d{2})\b", _F)
 _SENTENCE_END = re.compile(r"[.?!](\s|$)")
 
@@ -189,10 +214,18 @@ def is_calculation(text: str) -> bool:
 
 def is_computable(text: str) -> bool:
     """A task a short program answers exactly: counting, conversion, dates and times, sorting,
-    string manipulation, a small logic puzzle, or a quantity question with one number."""
+    string manipulation, a small logic puzzle, a quantity question with one number, or another
+    question on stated numbers that asks for no prose."""
     if any(p.search(text) for p in _COMPUTABLE):
         return True
-    return bool(_QUANTITY_QUESTION.search(text) or _WORK_OUT.search(text)) and _numbers(text) >= 1
+    if bool(_QUANTITY_QUESTION.search(text) or _WORK_OUT.search(text)) and _numbers(text) >= 1:
+        return True
+    undated = _DATE.sub(" ", text)
+    return (
+        bool(_NUMERIC_QUESTION.search(undated) and _NUMBER_TERM.search(undated))
+        and _numbers(undated) >= 1
+        and not _PROSE_REQUEST.search(undated)
+    )
 
 
 def feature_task(task: TaskType) -> TaskType:

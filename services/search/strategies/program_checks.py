@@ -17,6 +17,11 @@ These checks let such a program abstain (and be resampled) instead of voting:
   question lists, none of which it writes; a lookup table (days per month) beside the
   question's own numbers is neither.
 
+- from what it reads: the program reads the clock (``datetime.now()``, ``date.today()``,
+  ``time.time()``) though the question fixes its own day or time ("If today is Wednesday, what
+  day is it in 12 days?"), or draws random numbers though the question asks for no sampling;
+  its output then depends on when and how often it runs, not on the question.
+
 A program that computes anything (``print(6 * 7)``, a loop, ``len(s)``, a table lookup) votes.
 """
 
@@ -234,6 +239,57 @@ def foreign_data(program: str, question: str, shown: str | None = None) -> bool:
     return not written & given
 
 
+# Calls whose value is the moment the program runs: ``datetime.now()``, ``date.today()``, ``time.time()``.
+_CLOCK_METHODS = frozenset({"now", "today", "utcnow"})
+_TIME_FUNCTIONS = frozenset({"time", "localtime", "gmtime", "ctime", "strftime", "time_ns"})
+_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+# A question that states its own day, date or time of day: its "today" is not the clock's.
+_STATED_MOMENT = re.compile(
+    rf"\b{_WEEKDAY}\b|\b{_MONTH}\s+\d{{1,2}}(st|nd|rd|th)?,?\s+\d{{4}}\b|\b\d{{1,2}}\s+{_MONTH}\s+\d{{4}}\b|"
+    r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b|\b(today|now) is\b|\bit is now\b",
+    re.IGNORECASE,
+)
+_ASKS_SAMPLING = re.compile(r"\b(random(ly)?|simulat\w*|sample|shuffle\w*|monte carlo|estimate)\b", re.IGNORECASE)
+
+
+def _reads_clock(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if node.func.attr in _CLOCK_METHODS:
+                return True
+            if node.func.attr in _TIME_FUNCTIONS and isinstance(owner, ast.Name) and owner.id == "time":
+                return True
+    return False
+
+
+def _draws_random(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "random" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "random":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "random" and isinstance(node.value, ast.Name):
+            return True  # np.random, numpy.random
+    return False
+
+
+def reads_the_moment(program: str, question: str) -> str | None:
+    """Why the program's output depends on when or how often it runs rather than on the question
+    (the clock where the question states its own day or time; random draws where it asks for no
+    sampling), or ``None``."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return None
+    if _reads_clock(tree) and _STATED_MOMENT.search(question):
+        return "reads the clock, not the day or time the question states"
+    if _draws_random(tree) and not _ASKS_SAMPLING.search(question):
+        return "draws random numbers the question does not ask for"
+    return None
+
+
 def computes_nothing(program: str, printed: str, question: str, shown: str | None = None) -> str | None:
     """Why the program's printed answer is a guess (it then abstains), or ``None`` if it computed.
     ``shown`` is what the program was asked (see :func:`foreign_data`)."""
@@ -243,7 +299,7 @@ def computes_nothing(program: str, printed: str, question: str, shown: str | Non
         return "prints a number written in the program, computing nothing"
     if foreign_data(program, question, shown):
         return "computes on numbers the question does not give"
-    return None
+    return reads_the_moment(program, question)
 
 
 def program_vote(program: str, answer: str | None, question: str, decimals: int | None) -> tuple[str, str | None]:

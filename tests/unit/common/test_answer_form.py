@@ -122,6 +122,17 @@ def test_numbers_are_cleaned_rounded_and_written_as_asked() -> None:
     assert render("Paris", plain) == "Paris"  # not a number: as it is
 
 
+def test_a_printed_python_list_is_written_as_a_person_lists_unless_an_example_shows_another_shape() -> None:
+    question = "Sort these words alphabetically: pear, apple, mango, banana"
+    listed = render("['apple', 'banana', 'mango', 'pear']", parse_form(question))
+    assert listed == "The answer is apple, banana, mango, pear."
+    assert render("(1, 3, 5.5)", AnswerForm(bare=True)) == "1, 3, 5.5"
+    shaped = parse_form('Sort 3.0, -1.0 ascending. Format your answer like: ["-1.0", "3.0"]')
+    assert render("['-1.0', '3.0']", shaped) == '["-1.0", "3.0"]'  # the example's shape wins
+    for kept in ("[[1, 2], [3]]", "[True, False]", "[]", "[1, 2", "[x for x in y]"):
+        assert render(kept, AnswerForm(bare=True)) == kept
+
+
 def test_asked_says_whether_any_form_was_requested() -> None:
     assert not parse_form("What is 6 times 7?").asked
     assert parse_form("What is 6 times 7? Reply with the number.").asked

@@ -70,6 +70,8 @@ MATH_WORD = [
     "Sara is 4 years older than her brother, who is 9. How old will Sara be in 3 years?",
     "John has 3 + 4 apples in a basket. He eats 2 of them. How many apples are left?",
     "The meeting runs from 9:30 to 11:15. How long is the meeting in minutes?",
+    "A train travels 60 km in 45 minutes. What is its speed in km/h?",
+    "A shirt costs $20 and is on sale for 15% off. What is the sale price?",
 ]
 # A program answers these exactly, though no arithmetic rule recognizes them.
 COMPUTABLE = [
@@ -89,6 +91,11 @@ COMPUTABLE = [
     "What is the 3rd letter of 'python'?",
     "Who is the tallest if Ann is taller than Bob and Bob is taller than Cy?",
     "A always lies and B always tells the truth. A says B is a liar. Who is telling the truth?",
+    "Is 221 a prime number?",
+    "Which is larger, 9.11 or 9.9?",
+    "What is the 10th Fibonacci number?",
+    "Round 3.14159 to two decimal places.",
+    "Is 91 divisible by 7?",
 ]
 CODE = [
     (
@@ -129,6 +136,12 @@ OPEN = [
     "Public transport in 2023 carried 3 million people a day. Discuss the trends.",
     "What happened on 2024-01-15 in the news?",
     "Explain how vaccines work.",
+    # numbers that are names or counts of prose, not the subject of a calculation
+    "Is Python 3 faster than Python 2?",
+    "What is the plot of Apollo 13?",
+    "What are 3 tips for sleeping better?",
+    "Which 3 countries have the largest population?",
+    "What does the number 42 mean in The Hitchhiker's Guide?",
 ]
 CASES = [
     *((text, "arithmetic") for text in ARITHMETIC),

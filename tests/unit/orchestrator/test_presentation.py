@@ -62,3 +62,28 @@ def test_a_tool_conversation_and_a_cut_chain_keep_the_text() -> None:
     assert not may_render("single", agent, Shape())
     cut = Choice('{"name": "add", "arguments": {"a": 5555, "b": 0}}\n{"a": 555', "n1", finish_reason="length")
     assert present(cut, problem("What is 1234 + 4321?"), Shape(), streamed=False).content == cut.text
+
+
+def test_a_yes_no_or_which_question_renders_only_a_stated_answer() -> None:
+    """The last number of such a chain is a step ("221 = 13 x 17" made "The answer is 17.")."""
+    unstated = Choice("221 = 13 * 17, so 221 is not a prime number.", "n1")
+    shown = present(unstated, problem("Is 221 a prime number?"), Shape(), streamed=False)
+    assert (shown.content, shown.reasoning) == (unstated.text, "")
+    which = Choice("9.9 is larger, because 0.90 > 0.11.", "n1")
+    assert present(which, problem("Which is larger, 9.11 or 9.9?"), Shape(), streamed=False).content == which.text
+    stated = Choice("Since 0.90 > 0.11, the answer is 9.9.", "n1")
+    assert present(stated, problem("Which is larger, 9.11 or 9.9?"), Shape(), streamed=False).content == (
+        "The answer is 9.9."
+    )
+    quantity = Choice("He has 3 + 5 = 8 apples.", "n1")  # a quantity: its last number is the answer
+    story = problem("Tom has 3 apples and buys 5. How many now?")
+    assert present(quantity, story, Shape(), streamed=False).content == "The answer is 8."
+
+
+def test_a_programs_true_or_false_answers_a_yes_no_question_as_yes_or_no() -> None:
+    program = Choice("```python\nprint(221 % 13 != 0)\n```\n\nOutput: False", "n1", answer="False")
+    assert present(program, problem("Is 221 a prime number?"), Shape(), streamed=False).content == "The answer is No."
+    listed = Choice("```python\nprint(1 > 2)\n```\n\nOutput: False", "n1", answer="False")
+    assert present(listed, problem("What does 1 > 2 evaluate to?"), Shape(), streamed=False).content == (
+        "The answer is False."
+    )

@@ -17,6 +17,7 @@ from services.search.strategies.program_checks import (
     guessed_output,
     prints_literal,
     program_vote,
+    reads_the_moment,
 )
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "program_outputs.json").read_text())
@@ -140,3 +141,42 @@ def test_program_vote_keys_what_votes_and_says_why_a_guess_abstains() -> None:
     )
     assert program_vote(COPIED_EXAMPLE[2], "[-69, -13]", "Sort these numbers: 5, 2, 8, 4", None)[0] == ""
     assert program_vote("print(1)", None, "q", None) == ("", None)
+
+
+# Real programs of the packaged model: one from the calibration pools (calendar_arithmetic; 15
+# pooled programs read the clock, 13 of them wrong), one from a gateway reply at effort `low`.
+CLOCK_PROGRAMS = [
+    (
+        "If today is Sunday, April 24, 2022, what day of the week was it 91 days ago? "
+        "Reply with just the weekday name.",
+        "import datetime\n\nnow = datetime.date.today()\ndays_ago = now - datetime.timedelta(days=91)\n"
+        "print(days_ago.strftime('%A'))",
+    ),
+    (
+        "If today is Wednesday, what day of the week will it be in 12 days?",
+        "from datetime import datetime, timedelta\n\ntoday = datetime.today()\ndays_to_add = 12\n"
+        "new_day = today + timedelta(days_to_add)\nprint(new_day.strftime('%A'))",
+    ),
+]
+
+
+@pytest.mark.parametrize(("question", "program"), CLOCK_PROGRAMS)
+def test_a_program_reading_the_clock_abstains_where_the_question_states_its_day(question: str, program: str) -> None:
+    assert reads_the_moment(program, question) == "reads the clock, not the day or time the question states"
+    assert program_vote(program, "Thursday", question, None) == ("", reads_the_moment(program, question))
+
+
+def test_the_clock_is_the_answer_where_the_question_states_no_day() -> None:
+    program = "from datetime import date\nprint((date(date.today().year, 12, 25) - date.today()).days)"
+    assert reads_the_moment(program, "How many days until Christmas?") is None
+    assert reads_the_moment("import time\nprint(time.time() // 86400)", "How many days since 1970 is it now?") is None
+    assert reads_the_moment("import time\nprint(time.time())", "If it is 10:45 now, what time is it in 50 minutes?")
+
+
+def test_random_draws_abstain_unless_the_question_asks_for_sampling() -> None:
+    program = "import random\nprint(random.randint(1, 6) + 3)"
+    assert reads_the_moment(program, "What is 3 plus 4?") == "draws random numbers the question does not ask for"
+    assert reads_the_moment("import numpy as np\nprint(np.random.rand())", "What is 1/2?")
+    assert reads_the_moment(program, "Simulate a die roll plus 3.") is None
+    assert reads_the_moment("print(sum(range(10)))", "What is 0+1+...+9?") is None
+    assert reads_the_moment("print(", "What is 1+1?") is None  # does not parse: the run decides
