@@ -41,7 +41,7 @@ _BOOLEAN_WORDS = {"true": "Yes", "false": "No"}
 @dataclass(frozen=True)
 class Presented:
     content: str
-    reasoning: str  # "" when the content is the text itself
+    reasoning: str  # the choice's evidence, if any, when the content is the text itself
     answer_tokens: int
 
 
@@ -67,7 +67,7 @@ def estimate_tokens(text: str) -> int:
 
 def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, streamed: bool) -> Presented:
     """The reply's content and reasoning for ``choice`` (see the module docstring)."""
-    keep = Presented(choice.text, "", choice.answer_tokens)
+    keep = Presented(choice.text, choice.evidence, choice.answer_tokens)
     if streamed or choice.tool_calls or keeps_text(shape, problem):
         return keep
     question = question_text(problem)

@@ -71,6 +71,9 @@ TESTS_SYSTEM = (
 TESTS_MAX_TOKENS = 400
 
 
+EVIDENCE_INPUTS = 6  # inputs listed in the reply's reasoning (the trace holds them all)
+
+
 def tests_messages(question: str, entry: str | None, count: int) -> tuple[Message, ...]:
     """The test-writing prompt: the user's problem, then what to write (calls to ``entry``)."""
     name = f"`{entry}`" if entry else "the function"
@@ -83,6 +86,26 @@ def tests_messages(question: str, entry: str | None, count: int) -> tuple[Messag
 def describe(test: Case, entry: str | None) -> str:
     call = f"{entry or 'f'}({test.args})"
     return f"{call} == {test.expected}" if test.expected is not None else call
+
+
+def evidence(candidates: int, inputs: list[str], ranked: list[Cluster], user_tests: bool = False) -> str:
+    """What chose the answer, for the reply's reasoning: the inputs run and the clusters, best
+    first (the chosen one's cluster leads)."""
+    if not ranked:
+        return f"None of the {candidates} candidate(s) had a function to run; the first one answers, unverified."
+    if not inputs:
+        return f"The model wrote no test input to run the {candidates} candidate(s) on; the shortest answers, unverified."
+    shown = "".join(f"\n- {line}" for line in inputs[:EVIDENCE_INPUTS])
+    more = f"\n- ... and {len(inputs) - EVIDENCE_INPUTS} more" if len(inputs) > EVIDENCE_INPUTS else ""
+    sizes = ", ".join(str(len(c.members)) for c in ranked)
+    top = ranked[0].best
+    user = f"; it passed {top.user_score:.0%} of your tests" if user_tests else ""
+    return (
+        f"{candidates} candidate(s) were sampled and run in the sandbox on {len(inputs)} model-written input(s):"
+        f"{shown}{more}\nCandidates grouped by identical behaviour: clusters of {sizes}, best first. The answer is "
+        f"from the first ({len(ranked[0].members)} candidate(s)) and passed "
+        f"{top.behaviour.assertions_passed} model-written assertion(s){user}."
+    )
 
 
 def cluster_signals(candidates: int, ranked: list[Cluster]) -> ConfidenceSignals | None:
@@ -168,7 +191,11 @@ class CodeExecution(Strategy):
         await self._user_tests(ctx, candidates, entries)
         ranked = dual_agreement(entries) if self.select == "dual_agreement" else clusters(entries)
         ranked = await self._judge(ctx, candidates, ranked)
-        return await self._decide(ctx, candidates, entries, ranked, observed=bool(tests))
+        outcome = await self._decide(ctx, candidates, entries, ranked, observed=bool(tests))
+        if outcome.choice is not None:
+            inputs = [describe(t, entry) for t in tests]
+            outcome.choice.evidence = evidence(len(candidates), inputs, ranked, self.user_tests is not None)
+        return outcome
 
     async def _execute(
         self, ctx: Context, index: int, generated: Generated, entry: str | None, tests: list[Case], imports: str

@@ -39,6 +39,9 @@ class Choice:
     # The answer's value when the strategy knows it exactly (a program's printed answer); ""
     # when it is read out of ``text``. The reply renders it in the form the question asked for.
     answer: str = ""
+    # What chose this text that the text does not show (code by execution: the inputs it ran and
+    # the behaviour clusters). The reply's reasoning where the text itself is the content (code).
+    evidence: str = ""
     signals: ConfidenceSignals | None = None
 
     def rank(self) -> tuple[bool, bool, float]:

@@ -245,6 +245,9 @@ async def test_execution_outvotes_a_wrong_greedy_candidate() -> None:
     assert [n.visits for n in cluster_nodes] == [2, 1]  # the crashing candidate abstained
     runs = [n.execution for n in trace.nodes if n.HasField("execution")]
     assert len(runs) == 4 and runs[1].answer == runs[2].answer != runs[0].answer
+    # the evidence is the reasoning, the code the content
+    assert "3 model-written input(s)" in result.reasoning and "clusters of 2, 1" in result.reasoning
+    assert "add(1, 2) == 3" in result.reasoning and "passed 3 model-written assertion(s)" in result.reasoning
 
 
 async def test_user_tests_rank_first_through_the_code_tests_verifier() -> None:
@@ -256,6 +259,7 @@ async def test_user_tests_rank_first_through_the_code_tests_verifier() -> None:
     assert dict(verifier.calls[0].code or {})["entry_point"] == "add"
     assert result.answer == WRONG  # the user's tests (here: a - b) beat the largest cluster
     assert result.termination == T.TERMINATION_SOLVED
+    assert "it passed 100% of your tests" in result.reasoning
 
 
 async def test_the_judge_breaks_a_tie_between_clusters() -> None:
@@ -275,6 +279,7 @@ async def test_no_inputs_or_no_function_answers_without_the_sandbox() -> None:
     policy = scripted("I cannot write that.", ["Sorry."], tests="no tests here")
     result, trace = await run_search(code_job(n=2), policy, ScriptedVerifier(lambda t: 0.0), executor=executor)
     assert result.answer == "I cannot write that." and not executor.runs
+    assert "None of the 2 candidate(s) had a function to run" in result.reasoning
     assert not [n for n in trace.nodes if n.action == "cluster"]
 
 
