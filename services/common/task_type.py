@@ -228,6 +228,28 @@ def is_computable(text: str) -> bool:
     )
 
 
+_YES_NO = re.compile(
+    r"^\s*(is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b|\bwhether\b|\byes or no\b|"
+    r"\btrue or false\b",
+    _F,
+)
+_NAMES_ONE = re.compile(r"\b(which|who)\b", _F)
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """A question answered by yes or no ("Is 221 prime?", "Tell me whether 2020 is a leap year")."""
+    return bool(_YES_NO.search(question))
+
+
+def asks_quantity(question: str) -> bool:
+    """A question whose answer is a quantity, so the last number of a chain of thought that
+    states no answer is its answer; not a yes/no question or one naming one of its options,
+    where that number is a step of the reasoning ("221 = 13 x 17")."""
+    if asks_yes_or_no(question) or _NAMES_ONE.search(question):
+        return False
+    return classify_task(question) in ("arithmetic", "math_word") or bool(_QUANTITY_QUESTION.search(question))
+
+
 def feature_task(task: TaskType) -> TaskType:
     """The task type as the difficulty estimator's one-hot reads it (``FEATURE_TASK_TYPES``)."""
     return task if task in FEATURE_TASK_TYPES else "open"

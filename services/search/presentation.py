@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from services.common.answer_form import parse_form, render, strip_form
 from services.common.answers import extract_answer, stated_answer
-from services.common.task_type import VALUE_TASKS, classify_task
+from services.common.task_type import VALUE_TASKS, asks_quantity, asks_yes_or_no, classify_task
 from services.search.interfaces import Message, Shape
 from services.search.strategies.results import Choice
 from services.search.strategies.text import question_text
@@ -30,11 +30,7 @@ VALUE_STRATEGIES = frozenset({"program_of_thought"})
 # A token estimate for rendered text the engine never generated as such (digits and symbols
 # are one token each in the packaged models' vocabularies, words about one).
 _PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
-# A question answered by yes or no, or by naming what it asks about: there the last number of a
-# chain of thought is a step of the reasoning ("221 = 13 x 17"), so only a stated answer renders.
 # A program's printed True or False answers a yes/no question as "Yes" or "No".
-_YES_NO = re.compile(r"^\s*(is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b", re.IGNORECASE)
-_NAMES_ONE = re.compile(r"\b(which|who|whether)\b", re.IGNORECASE)
 _BOOLEAN_WORDS = {"true": "Yes", "false": "No"}
 
 
@@ -76,11 +72,12 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
     value = choice.answer
     # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
     if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
-        read = stated_answer if _YES_NO.search(asked) or _NAMES_ONE.search(asked) else extract_answer
+        # only a quantity's chain of thought answers with its last number; others must state it
+        read = extract_answer if asks_quantity(asked) else stated_answer
         value = read(choice.text) or ""
     if not value:
         return keep
-    if _YES_NO.search(asked):
+    if asks_yes_or_no(asked):
         value = _BOOLEAN_WORDS.get(value.strip().lower(), value)
     content = render(value, form)
     reasoning = choice.text

@@ -94,7 +94,7 @@ def evidence(candidates: int, inputs: list[str], ranked: list[Cluster], user_tes
     if not ranked:
         return f"None of the {candidates} candidate(s) had a function to run; the first one answers, unverified."
     if not inputs:
-        return f"The model wrote no test input to run the {candidates} candidate(s) on; the shortest answers, unverified."
+        return f"The model wrote no test input to run the {candidates} candidate(s) on; the shortest answers."
     shown = "".join(f"\n- {line}" for line in inputs[:EVIDENCE_INPUTS])
     more = f"\n- ... and {len(inputs) - EVIDENCE_INPUTS} more" if len(inputs) > EVIDENCE_INPUTS else ""
     sizes = ", ".join(str(len(c.members)) for c in ranked)

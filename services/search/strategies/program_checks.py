@@ -17,6 +17,8 @@ These checks let such a program abstain (and be resampled) instead of voting:
   question lists, none of which it writes; a lookup table (days per month) beside the
   question's own numbers is neither.
 
+- from its answer's kind: it prints ``True`` or ``False`` to a question that is not yes or no
+  ("Which is larger, 9.11 or 9.9?" answered by ``print(9.11 > 9.9)``);
 - from what it reads: the program reads the clock (``datetime.now()``, ``date.today()``,
   ``time.time()``) though the question fixes its own day or time ("If today is Wednesday, what
   day is it in 12 days?"), or draws random numbers though the question asks for no sampling;
@@ -32,6 +34,7 @@ import re
 
 from services.common.answer_form import strip_form
 from services.common.answers import clean_number, vote_key
+from services.common.task_type import asks_yes_or_no
 
 # Calls that only restate their argument: a literal passed through them is still a literal.
 _PASS_THROUGH = frozenset({"str", "int", "float", "repr", "format", "Fraction", "Decimal", "print"})
@@ -299,6 +302,8 @@ def computes_nothing(program: str, printed: str, question: str, shown: str | Non
         return "prints a number written in the program, computing nothing"
     if foreign_data(program, question, shown):
         return "computes on numbers the question does not give"
+    if printed.strip() in ("True", "False") and not asks_yes_or_no(question):
+        return "prints True or False to a question that is not yes or no"
     return reads_the_moment(program, question)
 
 

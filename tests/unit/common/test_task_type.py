@@ -13,6 +13,8 @@ from services.common.task_type import (
     FEATURE_TASK_TYPES,
     TASK_TYPES,
     VALUE_TASKS,
+    asks_quantity,
+    asks_yes_or_no,
     classify_task,
     feature_task,
 )
@@ -171,3 +173,20 @@ def test_the_estimator_reads_computable_as_the_open_it_was_fitted_on() -> None:
 @pytest.mark.parametrize("text", ["", "   ", "42", "?", "\U0001f642"])
 def test_degenerate_input_is_open_not_an_error(text: str) -> None:
     assert classify_task(text) == "open"
+
+
+@pytest.mark.parametrize(
+    ("question", "yes_no", "quantity"),
+    [
+        ("Is 221 a prime number?", True, False),
+        ("Tell me whether 2020 is a leap year. Answer with Yes or No.", True, False),
+        ("Which is larger, 9.11 or 9.9?", False, False),
+        ("If today is Wednesday, what day of the week will it be in 12 days?", False, False),
+        ("Tom has 3 apples and buys 5 more. How many does he have?", False, True),
+        ("What is 17 + 25?", False, True),
+        ("How many r's are in strawberry?", False, True),
+        ("Sort these words alphabetically: pear, apple, fig.", False, False),
+    ],
+)
+def test_question_shapes_say_what_a_chains_last_number_is(question: str, yes_no: bool, quantity: bool) -> None:
+    assert (asks_yes_or_no(question), asks_quantity(question)) == (yes_no, quantity)

@@ -87,3 +87,10 @@ def test_a_programs_true_or_false_answers_a_yes_no_question_as_yes_or_no() -> No
     assert present(listed, problem("What does 1 > 2 evaluate to?"), Shape(), streamed=False).content == (
         "The answer is False."
     )
+
+
+def test_a_chain_that_states_no_answer_to_a_question_for_no_quantity_stays_text() -> None:
+    """Seen at effort `none`: "what day of the week ..." rendered "The answer is 5." (a step)."""
+    chain = Choice("12 days is 1 week and 5 days. Wednesday plus 5 days is Monday.", "n1")
+    question = problem("If today is Wednesday, what day of the week will it be in 12 days?")
+    assert present(chain, question, Shape(), streamed=False).content == chain.text

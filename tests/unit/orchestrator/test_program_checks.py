@@ -180,3 +180,15 @@ def test_random_draws_abstain_unless_the_question_asks_for_sampling() -> None:
     assert reads_the_moment(program, "Simulate a die roll plus 3.") is None
     assert reads_the_moment("print(sum(range(10)))", "What is 0+1+...+9?") is None
     assert reads_the_moment("print(", "What is 1+1?") is None  # does not parse: the run decides
+
+
+def test_true_or_false_answers_only_a_yes_or_no_question() -> None:
+    """The packaged model, at effort `medium` through the gateway, answered "Which is larger,
+    9.11 or 9.9?" with ``print(9.11 > 9.9)``: False is no option of the question."""
+    which = "Which is larger, 9.11 or 9.9?"
+    assert program_vote("print(9.11 > 9.9)", "False", which, None) == (
+        "",
+        "prints True or False to a question that is not yes or no",
+    )
+    assert program_vote("print(221 % 13 != 0)", "False", "Is 221 a prime number?", None) == ("false", None)
+    assert program_vote("print(2020 % 4 == 0)", "True", "Tell me whether 2020 is a leap year.", None)[0] == "true"
