@@ -41,7 +41,8 @@ from evaluation.datasets import (
     load_problems,
     split_of,
 )
-from services.common.answers import answers_equivalent, normalize_answer
+from services.common.answers import answers_equivalent, normalize_answer, yes_or_no
+from services.common.task_type import asks_yes_or_no
 
 DEFAULT_PER_FAMILY = 16
 DEFAULT_SEED = 0
@@ -226,6 +227,8 @@ def answer_correct(problem: Problem, answer: str | None) -> bool:
     the project's equivalence test, then the generator's own checker for the new families."""
     if answer is None or not answer.strip():
         return False
+    if asks_yes_or_no(problem.question):
+        answer = yes_or_no(answer)  # as the reply renders a program's True/False
     # CHAMP states some answers in several forms: "C(10, 5), or equivalently 252".
     if any(answers_equivalent(answer, form.strip()) for form in problem.reference.split(", or equivalently ")):
         return True

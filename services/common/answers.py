@@ -113,6 +113,15 @@ def extract_answer(text: str) -> str | None:
     return None
 
 
+_BOOLEAN_WORDS = {"true": "Yes", "false": "No"}
+
+
+def yes_or_no(value: str) -> str:
+    """A program's printed ``True``/``False`` as the answer to a yes/no question says it
+    ("Yes"/"No"); any other value unchanged. The reply renders it so, and the pools check it so."""
+    return _BOOLEAN_WORDS.get(value.strip().lower(), value)
+
+
 def stated_answer(text: str) -> str | None:
     """The answer a candidate states as its answer (boxed, "the answer is ...", "#### ..."),
     ``None`` when it states none. Unlike :func:`extract_answer`, never its last number: for a

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from services.common.answer_form import parse_form, render, strip_form
-from services.common.answers import extract_answer, stated_answer
+from services.common.answers import extract_answer, stated_answer, yes_or_no
 from services.common.task_type import VALUE_TASKS, asks_quantity, asks_yes_or_no, classify_task
 from services.search.interfaces import Message, Shape
 from services.search.strategies.results import Choice
@@ -30,8 +30,6 @@ VALUE_STRATEGIES = frozenset({"program_of_thought"})
 # A token estimate for rendered text the engine never generated as such (digits and symbols
 # are one token each in the packaged models' vocabularies, words about one).
 _PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
-# A program's printed True or False answers a yes/no question as "Yes" or "No".
-_BOOLEAN_WORDS = {"true": "Yes", "false": "No"}
 
 
 @dataclass(frozen=True)
@@ -77,8 +75,8 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
         value = read(choice.text) or ""
     if not value:
         return keep
-    if asks_yes_or_no(asked):
-        value = _BOOLEAN_WORDS.get(value.strip().lower(), value)
+    if asks_yes_or_no(question):
+        value = yes_or_no(value)
     content = render(value, form)
     reasoning = choice.text
     if choice.votes > 1 and not choice.answer:

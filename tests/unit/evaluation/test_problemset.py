@@ -68,3 +68,10 @@ def test_every_stated_form_of_a_champ_answer_counts() -> None:
     problem = Problem("champ/L1/x", "champ", 1, "q", "C(10, 5), or equivalently 252")
     assert answer_correct(problem, "252") and answer_correct(problem, "C(10, 5)")
     assert not answer_correct(problem, "251")
+
+
+def test_a_programs_true_or_false_counts_as_the_yes_or_no_the_reply_renders() -> None:
+    asked = Problem("champ/L1/y", "champ", 1, "Does a polyhedron exist with an odd number of odd faces?", "No")
+    assert answer_correct(asked, "False") and not answer_correct(asked, "True")
+    other = Problem("champ/L1/z", "champ", 1, "What does 1 > 2 evaluate to?", "No")
+    assert not answer_correct(other, "False")  # not a yes/no question: the reply shows False
