@@ -41,7 +41,10 @@ _DET = r"(?:the|a|an|one|your|a\s+single|the\s+single|that)"
 _ADJ = r"(?:single|final|numeric(?:al)?|exact|plain|bare|raw|whole|integer|correct|resulting|computed|calculated)"
 # Nouns that name a bare value even without "only": "reply with the number".
 _VALUE_NOUN = r"(?:number|numeral|digits?|integer|figure|numeric\s+value|numerical\s+value|word|letter|yes\s+or\s+no)"
-_ANY_NOUN = rf"(?:{_VALUE_NOUN}|value|answer|result|total|amount|output|sum|product|count|solution)"
+_ANY_NOUN = (
+    rf"(?:{_VALUE_NOUN}|value|answer|result|total|amount|output|sum|product|count|solution|list|string|name|"
+    r"weekday(?:\s+name)?|day|date|time|(?:binary|hex(?:adecimal)?|octal)(?:\s+(?:string|number|value))?)"
+)
 
 # Where an instruction ends: "reply with the number." but not "print the number of vowels".
 _END = r"(?=\s*(?:[,.!;:?)\n]|$|please\b|and\b|with\s+no\b|without\b|no\b|nothing\b|thanks?\b|thank\b))"

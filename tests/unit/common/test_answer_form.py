@@ -30,6 +30,11 @@ BARE = [
     ("Quick: 999 + 1. Return just the digits.", "Quick: 999 + 1."),
     ("What is 7 x 8, just give the answer", "What is 7 x 8"),
     ("Without any explanation, what is 81 / 9?", "what is 81 / 9?"),
+    # values that are not numbers: a list, a weekday, a string
+    ("Sort 5, 3, 9, 1 ascending. Reply with just the list.", "Sort 5, 3, 9, 1 ascending."),
+    ("If today is Monday, what day is it in 3 days? Reply with just the weekday name.",
+     "If today is Monday, what day is it in 3 days?"),  # fmt: skip
+    ("Convert 10 to binary. Give only the binary string.", "Convert 10 to binary."),
 ]
 TEMPLATES = [
     ("Compute 123 + 456. End with 'Answer: …'", "Answer: " + SLOT, "Compute 123 + 456."),
