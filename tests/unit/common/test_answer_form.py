@@ -32,8 +32,10 @@ BARE = [
     ("Without any explanation, what is 81 / 9?", "what is 81 / 9?"),
     # values that are not numbers: a list, a weekday, a string
     ("Sort 5, 3, 9, 1 ascending. Reply with just the list.", "Sort 5, 3, 9, 1 ascending."),
-    ("If today is Monday, what day is it in 3 days? Reply with just the weekday name.",
-     "If today is Monday, what day is it in 3 days?"),  # fmt: skip
+    (
+        "If today is Monday, what day is it in 3 days? Reply with just the weekday name.",
+        "If today is Monday, what day is it in 3 days?",
+    ),
     ("Convert 10 to binary. Give only the binary string.", "Convert 10 to binary."),
 ]
 TEMPLATES = [
