@@ -233,7 +233,13 @@ _YES_NO = re.compile(
     r"\btrue or false\b",
     _F,
 )
-_NAMES_ONE = re.compile(r"\b(which|who)\b", _F)
+# What a question asks for when the answer is not a number: one of its options, a day, a time,
+# a word or a letter, an ordering.
+_NOT_A_NUMBER = re.compile(
+    r"\b(which|who|whom|whose|day of the week|weekday|what day|what time|letters?|words?|strings?|names?|"
+    r"spell\w*|revers\w*|sort\w*|arrange\w*|order)\b",
+    _F,
+)
 
 
 def asks_yes_or_no(question: str) -> bool:
@@ -242,12 +248,13 @@ def asks_yes_or_no(question: str) -> bool:
 
 
 def asks_quantity(question: str) -> bool:
-    """A question whose answer is a quantity, so the last number of a chain of thought that
-    states no answer is its answer; not a yes/no question or one naming one of its options,
-    where that number is a step of the reasoning ("221 = 13 x 17")."""
-    if asks_yes_or_no(question) or _NAMES_ONE.search(question):
+    """A question whose answer is a number, so the last number of a chain of thought that
+    states no answer is its answer ("how many ...", "What is 255 in binary?"). Not a yes/no
+    question, nor one asking for one of its options, a day, a time, a word or an ordering:
+    there that number is a step of the reasoning ("221 = 13 x 17")."""
+    if asks_yes_or_no(question):
         return False
-    return classify_task(question) in ("arithmetic", "math_word") or bool(_QUANTITY_QUESTION.search(question))
+    return bool(_QUANTITY_QUESTION.search(question)) or not _NOT_A_NUMBER.search(question)
 
 
 def feature_task(task: TaskType) -> TaskType:

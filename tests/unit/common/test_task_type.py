@@ -186,6 +186,10 @@ def test_degenerate_input_is_open_not_an_error(text: str) -> None:
         ("What is 17 + 25?", False, True),
         ("How many r's are in strawberry?", False, True),
         ("Sort these words alphabetically: pear, apple, fig.", False, False),
+        ("Convert 5 km to meters.", False, True),
+        ("What is 255 in binary?", False, True),
+        ("How many letters are in 'strawberry'?", False, True),
+        ("What is the 3rd letter of 'python'?", False, False),
     ],
 )
 def test_question_shapes_say_what_a_chains_last_number_is(question: str, yes_no: bool, quantity: bool) -> None:
