@@ -66,12 +66,11 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
         return keep
     question = question_text(problem)
     form = parse_form(question)
-    asked = strip_form(question, form)
     value = choice.answer
     # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
     if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
         # only a quantity's chain of thought answers with its last number; others must state it
-        read = extract_answer if asks_quantity(asked) else stated_answer
+        read = extract_answer if asks_quantity(strip_form(question, form)) else stated_answer
         value = read(choice.text) or ""
     if not value:
         return keep
