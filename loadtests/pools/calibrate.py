@@ -88,6 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=None, help="folder of the table and pools (default docs/data/calibration/<model>)"
     )
     p.add_argument("--pools", type=Path, default=None, help="pool folder (default <out>/pools)")
+    p.add_argument("--table", type=Path, default=None,
+                   help="where the table goes (default <out>/routing.<model>.json; the predictions stay in <out>)")  # fmt: skip
     p.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
                    help="take the model lock per chunk (default: when the drawer starts the policy)")  # fmt: skip
     p.add_argument("--estimator", choices=["embedding", "none"], default="embedding",
@@ -190,7 +192,8 @@ def run(a: argparse.Namespace) -> int:
         print(f"drew {drawn} problem(s) into {pools_dir}")
     result = fit_table(a, pools_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table_path = out / f"routing.{safe_name(a.model)}.json"
+    table_path = a.table or out / f"routing.{safe_name(a.model)}.json"
+    table_path.parent.mkdir(parents=True, exist_ok=True)
     table_path.write_text(json.dumps(result.table, indent=1) + "\n")
     predictions = out / f"routing.{safe_name(a.model)}.predictions.json"
     predictions.write_text(json.dumps({"provenance": result.table["provenance"], "problems": result.predictions},

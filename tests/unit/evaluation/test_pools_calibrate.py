@@ -108,3 +108,18 @@ def test_pools_on_disk_become_a_table_the_gateway_loads(tmp_path: Path, capsys: 
         and "| `high` | any | `program_of_thought`" in out
         and "TTC_GATEWAY_ROUTING_TABLES=org/m=" in out
     )
+
+
+def test_the_table_can_go_where_the_gateway_ships_it(tmp_path: Path) -> None:
+    """``--table`` writes the table elsewhere (the shipped one lives beside the gateway's code);
+    the predictions stay in ``--out``."""
+    header = {"git_describe": "abc", "model": "m", "model_sha256": "remote:m", "program_version": program_version(),
+              "settings": DrawSettings(k=2).as_dict(), "data": {"seed": 0}}  # fmt: skip
+    p = pool("p0", cot=draw("cot", ("1", True), [("1", True), ("2", False)]),
+             program=draw("program", ("1", True), [("1", True), ("3", False)]))  # fmt: skip
+    p.problem["question"] = "What is 0 + 1?"
+    write_chunk(tmp_path / "pools", "calibration", 1, header, [p])
+    shipped = tmp_path / "served" / "routing.m.json"
+    assert main(["--model", "m", "--out", str(tmp_path), "--no-draw", "--estimator", "none", "--table", str(shipped)]) == 0
+    assert load_routing_table(shipped).route("none", None, "arithmetic").strategy == "single"
+    assert not (tmp_path / "routing.m.json").exists() and (tmp_path / "routing.m.predictions.json").exists()
