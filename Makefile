@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke calibrate clean
+.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke calibrate routing-table clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
@@ -22,6 +22,7 @@ help:
 	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
 	@echo "make chaos      fault and overload runs against a local stack (SmolLM2), figures in reports/chaos"
 	@echo "make calibrate  routing.<model>.json for your model: HOURS=2 MODEL=... TARGET=host:port FAMILIES=... OUT=..."
+	@echo "make routing-table  refit the embedded model's shipped table from its committed pools"
 
 system:
 	@scripts/install_system.sh
@@ -167,6 +168,15 @@ calibrate: $(VENV)/.installed $(if $(TARGET),,models)
 	$(PY) -m loadtests.pools calibrate --model '$(MODEL)' --hours $(HOURS) \
 		$(if $(TARGET),--policy-target $(TARGET)) $(if $(SANDBOX),--sandbox-target $(SANDBOX)) \
 		$(if $(FAMILIES),--families $(FAMILIES)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(OUT),--out $(OUT))
+
+# The table shipped for the embedded model, refitted from its committed calibration pools (no
+# model runs; the predictions go beside the pools' report folder).
+SHIPPED_MODEL := qwen2.5-coder-0.5b
+routing-table: $(VENV)/.installed
+	$(PY) -m loadtests.pools calibrate --model $(SHIPPED_MODEL) --no-draw \
+		--pools docs/data/calibration/pools/$(SHIPPED_MODEL) --out docs/data/calibration/$(SHIPPED_MODEL) \
+		--table services/gateway/routing/routing.$(SHIPPED_MODEL).json
+	$(PY) scripts/ladder_doc.py --write
 
 clean:
 	rm -rf .run reports build .pytest_cache .mypy_cache .ruff_cache

@@ -101,6 +101,7 @@ class LocalStack:
             "TTC_GATEWAY_STATS_INTERVAL_S": "0.5",
             # The probe-estimator table the gateway e2e tests use with SmolLM2 (no embedding model).
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),
+            "TTC_GATEWAY_ROUTING_TABLES": "",  # v1 routes every model
             **self.extra_env,
         }
 

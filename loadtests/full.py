@@ -55,7 +55,9 @@ class Stack:
     def start(self, routing_table: Path | None = None, timeout: float = 900.0) -> None:
         env = {**os.environ, "TTC_POLICY_MODEL": self.model, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         if routing_table is not None:
+            # This table routes every model, the one with a shipped table of its own included.
             env["TTC_GATEWAY_ROUTING_TABLE"] = str(routing_table.resolve())
+            env["TTC_GATEWAY_ROUTING_TABLES"] = ""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(

@@ -78,15 +78,17 @@ class GatewaySettings(BaseSettings):
     )
     routing_table: str = Field(
         "services/gateway/routing/routing.v2.json",
-        description="Path of the versioned routing table mapping (task type, effort, difficulty bin) to strategy and "
-        "budget; v2 is calibrated on Qwen2.5-Coder-0.5B (docs/effort-ladder.md).",
+        description="Path of the default routing table mapping (task type, effort, difficulty bin) to strategy and "
+        "budget, for every model without a table of its own (routing_tables): the conservative v2 ladder, measured "
+        "on Qwen2.5-Coder-0.5B only, which the card of such a model says (docs/effort-ladder.md).",
     )
     routing_tables: str = Field(
-        "",
+        "qwen2.5-coder-0.5b=services/gateway/routing/routing.qwen2.5-coder-0.5b.json",
         description="Per-model routing tables, `model=path,...` (a served model name, not an alias; `make calibrate` "
         "writes `routing.<model>.json`): each is loaded and validated at start-up, and a model named here is routed "
         "by its own table and its ladder card (`/v1/models/{model}/ladder`) carries that table's measured figures. "
-        "Other models use routing_table and their card says they are not calibrated.",
+        "Other models use routing_table and their card says they are not calibrated. Shipped: Qwen2.5-Coder-0.5B's "
+        "table, fitted on its calibration pools (`make routing-table`; docs/effort-ladder.md).",
     )
     default_max_tokens: int = Field(
         512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."

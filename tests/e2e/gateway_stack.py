@@ -16,6 +16,21 @@ from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port
 MODEL = "smollm2-135m"
 
 
+def shipped_routing() -> dict[str, str]:
+    """The routing settings a gateway ships with (the default table and the per-model tables,
+    paths made absolute): a stack given these routes every model as a user's would."""
+    from services.gateway.settings import GatewaySettings
+
+    def absolute(pairs: str) -> str:
+        return ",".join(f"{m}={ROOT / p}" for m, _, p in (pair.partition("=") for pair in pairs.split(",") if pair))
+
+    fields = GatewaySettings.model_fields
+    return {
+        "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / str(fields["routing_table"].default)),
+        "TTC_GATEWAY_ROUTING_TABLES": absolute(str(fields["routing_tables"].default)),
+    }
+
+
 @dataclass
 class GatewayStack:
     redis: RedisServer
@@ -96,8 +111,10 @@ class GatewayStack:
             # gateway's own 503 soon after; the chaos suite runs with the default grace period.
             "TTC_GATEWAY_POLICY_GRACE_S": "2",
             # The gateway mechanics (probe, routed self-consistency) are tested on the hand-written
-            # v1 table with SmolLM2; the calibrated v2 ladder is tested in test_program_of_thought.py.
+            # v1 table, for every model (no per-model table); the shipped tables, with
+            # shipped_routing(), in test_program_of_thought.py and test_answer_form.py.
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),
+            "TTC_GATEWAY_ROUTING_TABLES": "",
             **self.gateway_env,
         }
         self.gateway = ServiceProcess("gateway", env, args=self.gateway_args).start()

@@ -2,7 +2,7 @@
 
 The gateway, a worker, the policy service on Qwen2.5-Coder-0.5B and the bubblewrap sandbox,
 called with the official openai SDK and no ``reasoning_effort`` (the server's default, the
-shipped v2 table). Each calculation is asked twice: bare, and with a format instruction. The
+the routing table shipped for this model). Each calculation is asked twice: bare, and with a format instruction. The
 reply's ``content`` must be the right value in the asked form ("42", "Answer: 6912", a short
 sentence when no form was asked), free of code; the evidence (the program, what it printed,
 the vote) must be in ``reasoning_content``.
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from services.common.answers import answers_equivalent, extract_answer
-from tests.e2e.gateway_stack import GatewayStack
+from tests.e2e.gateway_stack import GatewayStack, shipped_routing
 from tests.helpers.processes import ROOT, RedisServer, start_sandbox
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +64,7 @@ def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
     s = GatewayStack(
         redis_server,
         worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox.target},
-        gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json")},
+        gateway_env=shipped_routing(),
     )
     try:
         s.start_policy({"TTC_POLICY_MODEL": QWEN})

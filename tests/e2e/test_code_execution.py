@@ -1,6 +1,7 @@
 """Code chosen by running it, end to end: the gateway routes a code request at effort ``low``
-to ``code_execution`` with three candidates (routing.v2.json; higher efforts draw more of the
-same and took 91 s here at ``high``), the worker draws candidates and model-written tests
+to ``code_execution`` with three candidates (routing.v2.json, the default table, which routes
+every model here: the stack names no per-model table; higher efforts draw more of the same and
+took 91 s here at ``high``), the worker draws candidates and model-written tests
 from the policy service (Qwen2.5-Coder-0.5B on llama.cpp), and every candidate runs in the real
 sandbox (bwrap); the client is the official openai SDK.
 """

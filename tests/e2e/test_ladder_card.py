@@ -1,9 +1,10 @@
 """The ladder card served by a running stack (issue 21 item 5, "Must show"): the real policy
 service on SmolLM2 and two gateway processes in front of it, no worker (nothing is generated).
 
-- The gateway with the shipped settings serves SmolLM2, which has no table of its own, the card
-  of the shipped default table: equal to what the card function makes of that file, and its
-  Markdown is the section ``docs/effort-ladder.md`` carries (``scripts/ladder_doc.py``).
+- The gateway with the shipped routing settings (the default table, and Qwen2.5-Coder-0.5B's own)
+  serves SmolLM2, which has no table of its own, the card of the shipped default table: equal to
+  what the card function makes of that file, and the page's section (``scripts/ladder_doc.py``)
+  is what the generator renders from the tables that gateway loaded, this card included.
 - The official ``openai`` SDK still parses ``models.retrieve`` and ``models.list``, the card
   riding along as the extra field ``ttc``.
 - A gateway with ``TTC_GATEWAY_ROUTING_TABLES`` naming a measured table for SmolLM2 serves that
@@ -26,7 +27,7 @@ import pytest
 from services.gateway.ladder_card import card_of, render_card, render_section
 from services.gateway.model_tables import load_model_tables
 from services.gateway.protocol.ladder import LadderCard
-from tests.e2e.gateway_stack import MODEL, GatewayStack
+from tests.e2e.gateway_stack import MODEL, GatewayStack, shipped_routing
 from tests.helpers.processes import ROOT, RedisServer
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +58,7 @@ def stacks(
     redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[GatewayStack, GatewayStack, Path]]:
     table = _measured_table(tmp_path_factory.mktemp("ladder") / f"routing.{MODEL}.json")
-    shipped = GatewayStack(redis_server, gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(SHIPPED)})
+    shipped = GatewayStack(redis_server, gateway_env=shipped_routing())
     own = GatewayStack(
         redis_server,
         gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(SHIPPED), "TTC_GATEWAY_ROUTING_TABLES": f"{MODEL}={table}"},
@@ -81,7 +82,8 @@ def _doc_section() -> str:
 def test_the_served_card_is_the_shipped_tables_and_the_pages(stacks: tuple[GatewayStack, GatewayStack, Path]) -> None:
     shipped, _, _ = stacks
     served = httpx.get(f"{shipped.url}/v1/models/{MODEL}/ladder", timeout=10).json()
-    tables = load_model_tables(str(SHIPPED), "")
+    routing = shipped_routing()
+    tables = load_model_tables(routing["TTC_GATEWAY_ROUTING_TABLE"], routing["TTC_GATEWAY_ROUTING_TABLES"])
     assert served == card_of(MODEL, tables).model_dump(mode="json")
     assert served["calibrated"] is False and served["own_table"] is False and MODEL in served["note"]
     # The page's section is what the generator renders for the same table, and holds this card.

@@ -25,7 +25,7 @@ import pytest
 
 from services.common.answers import extract_answer, program_answer, vote_key
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from tests.e2e.gateway_stack import GatewayStack
+from tests.e2e.gateway_stack import GatewayStack, shipped_routing
 from tests.helpers.processes import ROOT, RedisServer, free_port, start_sandbox
 
 pytestmark = pytest.mark.e2e
@@ -115,7 +115,7 @@ def stack(redis_server: RedisServer, boundary: Boundary) -> Iterator[GatewayStac
     s = GatewayStack(
         redis_server,
         worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": boundary.target},
-        gateway_env={"TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v2.json")},
+        gateway_env=shipped_routing(),
     )
     try:
         s.start_policy({"TTC_POLICY_MODEL": QWEN})
@@ -147,7 +147,7 @@ def test_program_of_thought_answers_a_word_problem_through_the_gateway(stack: Ga
 
 
 def test_the_shipped_ladder_answers_the_readme_example(stack: GatewayStack) -> None:
-    """The README's example on the embedded default and the calibrated v2 table: ``none`` is one
+    """The README's example on the embedded default and the table shipped for it: ``none`` is one
     greedy chain-of-thought sample, ``low`` routes the arithmetic question to a program."""
     from openai import OpenAI
     from openai.types.chat import ChatCompletionMessageParam

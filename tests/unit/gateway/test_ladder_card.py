@@ -30,6 +30,16 @@ from services.gen.ttc.v1 import policy_pb2
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "services/gateway/routing/routing.v2.json"
 V1 = ROOT / "services/gateway/routing/routing.v1.json"
+SHIPPED_0_5B = "qwen2.5-coder-0.5b"
+
+
+def _shipped_tables() -> ModelTables:
+    """The tables a gateway with the shipped settings loads (paths relative to the project)."""
+    fields = GatewaySettings.model_fields
+    per_model = ",".join(
+        f"{m}={ROOT / p}" for m, _, p in (x.partition("=") for x in str(fields["routing_tables"].default).split(","))
+    )
+    return load_model_tables(str(ROOT / str(fields["routing_table"].default)), per_model)
 _METRICS = GatewayMetrics(ServiceMetrics("gateway-ladder-test"))
 
 
@@ -85,9 +95,28 @@ def test_check_fails_on_a_stale_page_and_write_repairs_it(tmp_path: Path) -> Non
     assert text.startswith("# Page\n\n<!-- ladder-card:begin -->\n## The ladder card") and text.endswith(
         "end -->\nafter\n"
     )
-    assert render_section(load_model_tables(str(SHIPPED), "")) in text
+    assert render_section(_shipped_tables()) in text
     doc.write_text("# no markers\n")
     assert script.main(["--check", "--doc", str(doc)]) == 1
+
+
+def test_the_shipped_settings_route_the_embedded_model_by_its_own_measured_table() -> None:
+    """Qwen2.5-Coder-0.5B ships with the table fitted on its calibration pools: calibrated, every
+    rung with its measured figures; any other model gets the default table, marked uncalibrated."""
+    tables = _shipped_tables()
+    assert list(tables.by_model) == [SHIPPED_0_5B]
+    card = card_of(SHIPPED_0_5B, tables)
+    assert card.own_table and card.calibrated and card.note is None
+    assert card.table.provenance["problems"] >= 200 and card.table.provenance["served_model"] == SHIPPED_0_5B
+    for efforts in card.kinds.values():
+        for bins in efforts.values():
+            for rung in bins.values():
+                assert rung.expected is not None and 0.0 <= rung.expected.accuracy <= 1.0
+                low, high = rung.expected.interval
+                assert low <= rung.expected.accuracy <= high
+    assert card.kinds[DEFAULT_KIND]["none"]["*"].configuration.strategy == "single"
+    other = card_of("smollm2-135m", tables)
+    assert not other.own_table and not other.calibrated and other.note
 
 
 # ------------------------------------------------------------------------------------ the card
