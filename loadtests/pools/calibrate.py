@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pools", type=Path, default=None, help="pool folder (default <out>/pools)")
     p.add_argument("--table", type=Path, default=None,
-                   help="where the table goes (default <out>/routing.<model>.json; the predictions stay in <out>)")  # fmt: skip
+                   help="the table's path (default <out>/routing.<model>.json; predictions stay in <out>)")  # fmt: skip
     p.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
                    help="take the model lock per chunk (default: when the drawer starts the policy)")  # fmt: skip
     p.add_argument("--estimator", choices=["embedding", "none"], default="embedding",

@@ -120,6 +120,7 @@ def test_the_table_can_go_where_the_gateway_ships_it(tmp_path: Path) -> None:
     p.problem["question"] = "What is 0 + 1?"
     write_chunk(tmp_path / "pools", "calibration", 1, header, [p])
     shipped = tmp_path / "served" / "routing.m.json"
-    assert main(["--model", "m", "--out", str(tmp_path), "--no-draw", "--estimator", "none", "--table", str(shipped)]) == 0
+    args = ["--model", "m", "--out", str(tmp_path), "--no-draw", "--estimator", "none", "--table", str(shipped)]
+    assert main(args) == 0
     assert load_routing_table(shipped).route("none", None, "arithmetic").strategy == "single"
     assert not (tmp_path / "routing.m.json").exists() and (tmp_path / "routing.m.predictions.json").exists()

@@ -40,6 +40,8 @@ def _shipped_tables() -> ModelTables:
         f"{m}={ROOT / p}" for m, _, p in (x.partition("=") for x in str(fields["routing_tables"].default).split(","))
     )
     return load_model_tables(str(ROOT / str(fields["routing_table"].default)), per_model)
+
+
 _METRICS = GatewayMetrics(ServiceMetrics("gateway-ladder-test"))
 
 
