@@ -262,8 +262,17 @@ class RoutedRun:
         and the offline-priced ladder on the same problems when this run fitted the table."""
         from loadtests.pools.routed_report import report
 
+        served: RoutingTable | None = None
         if self._fitted is None and self.table_path is None:
             self.table()  # the fit this run's table came from prices the offline ladder
+        elif self.table_path is not None:
+            served = self.table()[0]
+            if self._fitted is None and fitted_on(served, self.pools_dir):
+                # A table fitted on these very pools (the shipped one): the fit gives the offline
+                # ladder its configurations and budgets, the served table its routes.
+                from loadtests.pools.calibrate import fit_pools
+
+                self._fitted = fit_pools(self.pools_dir, self.model, seed=self.seed)
         records, headers, _ = read_records(self.out)
         efforts = [e for e in EFFORTS if e in BUDGET_MULTIPLES]
         found = outcomes(records)
@@ -276,10 +285,17 @@ class RoutedRun:
             read_pools(self.pools_dir, SPLIT),
             sorted({pid for pid, _ in found}),
             served_calibration(records),
+            table=served,
         )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / REPORT).write_text(json.dumps(body, indent=1, default=str) + "\n")
         return body
+
+
+def fitted_on(table: RoutingTable, pools_dir: Path) -> bool:
+    """Whether ``table`` was fitted on the pools in ``pools_dir`` (its provenance names that folder)."""
+    named = str((table.provenance or {}).get("pools") or "")
+    return bool(named) and (ROOT / named).resolve() == pools_dir.resolve()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

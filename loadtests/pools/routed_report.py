@@ -34,9 +34,12 @@ from loadtests.pools.heldout import HEADER, _row
 from services.gateway.routing import RoutingTable
 
 
-def offline_ladder(fitted: Any, pools: Sequence[ProblemPool], efforts: Sequence[str], seed: int = 0) -> dict[str, Any]:
-    """The ladder priced on ``pools`` as ``heldout`` prices it (the fit's table, routes and budgets)."""
-    table = RoutingTable.model_validate(fitted.fit.table)
+def offline_ladder(
+    fitted: Any, pools: Sequence[ProblemPool], efforts: Sequence[str], seed: int = 0, table: RoutingTable | None = None
+) -> dict[str, Any]:
+    """The ladder priced on ``pools`` as ``heldout`` prices it (the fit's budgets; the routes of
+    ``table``, the served one, else the fit's own)."""
+    table = table or RoutingTable.model_validate(fitted.fit.table)
     routes = route_questions(table, {p.id: str(p.problem["question"]) for p in pools}, efforts)
     labels = routed_labels(
         {e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()},
@@ -61,12 +64,14 @@ def report(
     heldout: Sequence[ProblemPool],
     recorded: Sequence[str],
     served: Mapping[str, Any] | None = None,
+    table: RoutingTable | None = None,
 ) -> dict[str, Any]:
     """``report.json``'s body, its Markdown included; ``served``: the served confidence's
-    calibration on these answers (:func:`evaluation.routed_plan.served_calibration`)."""
+    calibration on these answers (:func:`evaluation.routed_plan.served_calibration`); ``table``:
+    the served table, when it is not the fit's own (the offline ladder routes by it)."""
     ids = set(recorded)
     mine = [p for p in heldout if p.id in ids]
-    offline = offline_ladder(fitted, mine, efforts) if fitted is not None and mine else {}
+    offline = offline_ladder(fitted, mine, efforts, table=table) if fitted is not None and mine else {}
     groups = {g: {"routed": rows, "fixed": offline.get(g, {}).get("fixed", []),
                   "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}  # fmt: skip
     checks = all_checks(groups, efforts, len(ids), None, [])

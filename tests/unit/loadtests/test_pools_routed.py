@@ -104,3 +104,13 @@ def test_a_running_gateway_must_serve_the_tables_provenance(monkeypatch: pytest.
     other = RoutedRun(model="m", pools_dir=Path("."), out=Path("."), base_url="http://gw/v1")
     with pytest.raises(ValidationError, match="another table"):
         other._gateway(Path("routing.m.json"), SimpleNamespace(provenance={"problems": 66}))  # type: ignore[arg-type]
+
+
+def test_a_served_table_is_priced_offline_only_when_fitted_on_these_pools(tmp_path: Path) -> None:
+    from services.gateway.routing import RoutingTable
+
+    base = RoutingTable.model_validate_json((routed.ROOT / "services/gateway/routing/routing.v1.json").read_text())
+    shipped = base.model_copy(update={"provenance": {"pools": "docs/data/calibration/pools/m"}})
+    assert routed.fitted_on(shipped, routed.ROOT / "docs/data/calibration/pools/m")
+    assert not routed.fitted_on(shipped, tmp_path)
+    assert not routed.fitted_on(base.model_copy(update={"provenance": {}}), tmp_path)  # named no pools
