@@ -121,6 +121,17 @@ def test_the_shipped_settings_route_the_embedded_model_by_its_own_measured_table
     assert not other.own_table and not other.calibrated and other.note
 
 
+def test_the_shipped_table_is_fitted_on_every_committed_calibration_pool_of_the_current_programs() -> None:
+    """The shipped table is a copy of what ``make routing-table`` fits from the committed pools:
+    a chunk added, or a program prompt changed (stale pools), without refitting fails here."""
+    from loadtests.pools.draw import program_version
+
+    provenance = _shipped_tables().by_model[SHIPPED_0_5B].table.provenance
+    pools = ROOT / str(provenance["pools"])
+    assert provenance["chunks"] == sorted(p.name for p in pools.glob("calibration-*.jsonl")), "make routing-table"
+    assert provenance["program_version"] == [program_version()], "the pools are stale: redraw, then make routing-table"
+
+
 # ------------------------------------------------------------------------------------ the card
 
 
