@@ -80,7 +80,7 @@ def _rung(route: Route) -> LadderRung:
 
 
 def _note(model: str, source: TableFile, own: bool, measured: bool) -> str | None:
-    fitted_on = source.table.provenance.get("model")
+    fitted_on = ", ".join(fitted_models(source.table.provenance))
     on = f", fitted on {fitted_on}" if fitted_on else ""
     if not own:
         return (
@@ -130,8 +130,15 @@ def render_card(card: LadderCard) -> str:
 
 
 def _fitted(table: LadderTable) -> str:
-    model = table.provenance.get("model")
-    return f", fitted on `{model}`" if model else ""
+    models = fitted_models(table.provenance)
+    return f", fitted on {', '.join(f'`{m}`' for m in models)}" if models else ""
+
+
+def fitted_models(provenance: dict[str, Any]) -> list[str]:
+    """The model(s) a table was fitted on: a hand-made table names one, a pools fit lists every
+    model its chunks were drawn from."""
+    model = provenance.get("model")
+    return [str(m) for m in model] if isinstance(model, list) else [str(model)] if model else []
 
 
 def _uncalibrated(card: LadderCard) -> str:

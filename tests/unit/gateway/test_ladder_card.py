@@ -117,6 +117,7 @@ def test_the_shipped_settings_route_the_embedded_model_by_its_own_measured_table
                 low, high = rung.expected.interval
                 assert low <= rung.expected.accuracy <= high
     assert card.kinds[DEFAULT_KIND]["none"]["*"].configuration.strategy == "single"
+    assert f"fitted on `{SHIPPED_0_5B}`. Calibrated" in render_card(card)  # the pools' model list, as a name
     other = card_of("smollm2-135m", tables)
     assert not other.own_table and not other.calibrated and other.note
 
