@@ -163,9 +163,16 @@ def gave_up(record: dict[str, Any], reply: Reply) -> dict[str, Any] | None:
 
 
 def checked(record: dict[str, Any], pool: ProblemPool, reply: Reply) -> dict[str, Any]:
-    """The record with the answer checked as the pools check theirs."""
+    """The record with the answer checked as the pools check theirs, and the content kept (so a
+    record can be re-checked). The gateway renders the answer in the form the question asks: when
+    the whole content is that answer (a list shaped as the question's example, a bare ``True``),
+    it is the answer; a number or stated answer pulled out of it otherwise."""
+    problem = Problem.from_dict(pool.problem)
+    content = reply.text.strip()
     answer = extract_answer(reply.text)
-    return record | {"answer": answer or "", "correct": answer_correct(Problem.from_dict(pool.problem), answer)}
+    if not answer_correct(problem, answer) and "\n" not in content and answer_correct(problem, content):
+        answer = content
+    return record | {"answer": answer or "", "correct": answer_correct(problem, answer), "content": reply.text}
 
 
 def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply) -> dict[str, Any]:

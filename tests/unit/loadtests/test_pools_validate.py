@@ -146,3 +146,15 @@ def test_the_cli_reports_from_records_and_refuses_a_config_it_cannot_map(
     assert "| `pot@1` | 1 | 0 | 1.000" in printed and "agrees" in printed
     assert main([*base, "--configs", "code_pass@2"]) == 2
     assert "no pinned gateway request" in capsys.readouterr().err
+
+
+def test_a_content_that_is_the_answer_in_its_asked_form_is_read_whole() -> None:
+    """A list shaped as the question's example has no stated answer, and its last number is not
+    the answer: the whole one-line content is. The content is kept for re-checking."""
+    listed = _pool()
+    listed.problem["reference"] = "['-13.0', '-8.0', '41.0']"
+    record = to_record(listed, "pot@1", PIN, 7, _reply("['-13.0', '-8.0', '41.0']"))
+    assert record["correct"] is True and record["answer"] == "['-13.0', '-8.0', '41.0']"
+    assert record["content"] == "['-13.0', '-8.0', '41.0']"
+    assert to_record(listed, "pot@1", PIN, 7, _reply("['-8.0', '-13.0', '41.0']"))["correct"] is False
+    assert to_record(_pool(), "pot@1", PIN, 7, _reply("The answer is 1."))["answer"] == "1"  # stated: unchanged
