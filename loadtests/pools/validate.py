@@ -170,9 +170,10 @@ def checked(record: dict[str, Any], pool: ProblemPool, reply: Reply) -> dict[str
     problem = Problem.from_dict(pool.problem)
     content = reply.text.strip()
     answer = extract_answer(reply.text)
-    if not answer_correct(problem, answer) and "\n" not in content and answer_correct(problem, content):
-        answer = content
-    return record | {"answer": answer or "", "correct": answer_correct(problem, answer), "content": reply.text}
+    correct = answer_correct(problem, answer)
+    if not correct and "\n" not in content and answer_correct(problem, content):
+        answer, correct = content, True
+    return record | {"answer": answer or "", "correct": correct, "content": reply.text}
 
 
 def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply) -> dict[str, Any]:

@@ -19,15 +19,14 @@ MODEL = "smollm2-135m"
 def shipped_routing() -> dict[str, str]:
     """The routing settings a gateway ships with (the default table and the per-model tables,
     paths made absolute): a stack given these routes every model as a user's would."""
+    from services.gateway.fleet import parse_pairs
     from services.gateway.settings import GatewaySettings
 
-    def absolute(pairs: str) -> str:
-        return ",".join(f"{m}={ROOT / p}" for m, _, p in (pair.partition("=") for pair in pairs.split(",") if pair))
-
     fields = GatewaySettings.model_fields
+    per_model = parse_pairs(str(fields["routing_tables"].default), "routing_tables")
     return {
         "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / str(fields["routing_table"].default)),
-        "TTC_GATEWAY_ROUTING_TABLES": absolute(str(fields["routing_tables"].default)),
+        "TTC_GATEWAY_ROUTING_TABLES": ",".join(f"{m}={ROOT / path}" for m, path in per_model.items()),
     }
 
 

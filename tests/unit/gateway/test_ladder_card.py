@@ -35,10 +35,11 @@ SHIPPED_0_5B = "qwen2.5-coder-0.5b"
 
 def _shipped_tables() -> ModelTables:
     """The tables a gateway with the shipped settings loads (paths relative to the project)."""
+    from services.gateway.fleet import parse_pairs
+
     fields = GatewaySettings.model_fields
-    per_model = ",".join(
-        f"{m}={ROOT / p}" for m, _, p in (x.partition("=") for x in str(fields["routing_tables"].default).split(","))
-    )
+    pairs = parse_pairs(str(fields["routing_tables"].default), "routing_tables")
+    per_model = ",".join(f"{m}={ROOT / path}" for m, path in pairs.items())
     return load_model_tables(str(ROOT / str(fields["routing_table"].default)), per_model)
 
 
