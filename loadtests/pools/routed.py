@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from loadtests.client import Reply, request_kwargs, send
 from loadtests.grid import EFFORTS, Cell
 from loadtests.ladder import route_questions
 from loadtests.pools.calibrate import safe_name
+from loadtests.pools.grading import CodeGrader
 from loadtests.pools.run import DEFAULT_POOLS, model_sha256
 from loadtests.pools.services import ROOT, model_lock
 from loadtests.pools.validate import (
@@ -62,6 +63,7 @@ from loadtests.pools.validate import (
     gave_up,
     pool_settings,
     read_records,
+    regrade,
     reply_fields,
     start_stack,
     write_records,
@@ -73,7 +75,9 @@ DEFAULT_ROUTED = ROOT / "docs" / "data" / "calibration" / "routed"
 SPLIT = "heldout"
 
 
-def to_record(pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply) -> dict[str, Any]:
+async def to_record(
+    pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply, grader: CodeGrader
+) -> dict[str, Any]:
     """One request's record: the efforts it stands for, the predicted route, the verdict by the
     pools' checker; an infrastructure failure or a routing mismatch sets ``error`` and leaves
     ``correct`` unset (never wrong)."""
@@ -92,7 +96,7 @@ def to_record(pool: ProblemPool, req: PlannedRequest, seed: int, reply: Reply) -
         return record | {"error": f"routed otherwise than predicted: {mismatch}", "error_kind": "route"}
     if (ended := gave_up(record, reply)) is not None:
         return ended
-    return checked(record, pool, reply)
+    return await checked(record, pool, reply.text, grader)
 
 
 @dataclass
@@ -110,6 +114,7 @@ class RoutedRun:
     retry_errors: bool = False
     api_key: str = "none"
     lock: bool | None = None
+    grader: CodeGrader = field(default_factory=CodeGrader)
     _stack: Any = None
     _url: str = ""
     _fitted: Any = None
@@ -199,6 +204,7 @@ class RoutedRun:
                 if len(done) < len(batch):
                     break
         finally:
+            self.grader.stop()
             if self._stack is not None:
                 self._stack.stop()
         return sent
@@ -230,7 +236,7 @@ class RoutedRun:
                     max_tokens=wanted["max_tokens"],
                     seed=seed,
                 )
-                record = to_record(pool, req, seed, await send(client, kwargs, stream=False))
+                record = await to_record(pool, req, seed, await send(client, kwargs, stream=False), self.grader)
                 done.append(record)
                 verdict = record["error_kind"] or ("right" if record["correct"] else "wrong")
                 self.log(f"  {pool.id} {','.join(req.efforts)}: {verdict} ({record['completion_tokens']} tok)")
@@ -256,6 +262,13 @@ class RoutedRun:
         env = {"TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={path.resolve()}"}
         self._stack, self._url = start_stack(self.model, self.timeout_s, self.log, env, f"serving {path}")
         return self._url
+
+    async def regrade(self) -> int:
+        """Every kept reply re-checked by today's checker (:func:`~loadtests.pools.validate.regrade`)."""
+        try:
+            return await regrade(self.out, {p.id: p for p in read_pools(self.pools_dir, SPLIT)}, self.grader)
+        finally:
+            self.grader.stop()
 
     def write_report(self) -> dict[str, Any]:
         """Every record so far: live rows per task kind and effort, issue 21's checks, errors,
@@ -320,6 +333,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--report-only", action="store_true", help="send nothing; report from the records so far")
     p.add_argument(
+        "--regrade", action="store_true", help="re-check the kept content of every record, then report; send nothing"
+    )
+    p.add_argument(
         "--out", type=Path, default=None, help="records folder (default docs/data/calibration/routed/<model>)"
     )
 
@@ -342,7 +358,9 @@ def run(a: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through finally: chunk written, stack stopped
     try:
-        if not a.report_only:
+        if a.regrade:
+            routed.log(f"{asyncio.run(routed.regrade())} verdict(s) changed")
+        elif not a.report_only:
             asyncio.run(routed.run())
         body = routed.write_report()
     except ValidationError as err:

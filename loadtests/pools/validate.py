@@ -33,12 +33,13 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import openai
 
+from evaluation.checkers import check_code
 from evaluation.datasets import Problem
 from evaluation.pools import ProblemPool, chunk_name, iter_chunks, read_pools
 from evaluation.pricing import Config, Estimate, Pricer
@@ -48,6 +49,7 @@ from evaluation.provenance import git_describe, load_average
 from evaluation.simulator_check import GatewayPin, LiveRecord, Unmappable, gateway_pin, latest_records, markdown, report
 from loadtests.client import Reply, request_kwargs, send
 from loadtests.grid import Cell
+from loadtests.pools.grading import CodeGrader
 from loadtests.pools.run import DEFAULT_POOLS, model_sha256
 from loadtests.pools.services import ROOT, model_lock
 from loadtests.runner import GAVE_UP, request_seed
@@ -141,6 +143,33 @@ def write_records(
     return path
 
 
+async def regrade(directory: Path, pools: Mapping[str, ProblemPool], grader: CodeGrader) -> int:
+    """Re-check every record that kept its content with today's :func:`checked`, chunk by chunk,
+    each rewritten whole with ``regraded_by`` (``git describe``) in its header; records with an
+    infrastructure error stay as they are. A sandbox failure stops it with that chunk untouched.
+    Returns how many verdicts changed."""
+    changed = 0
+    for path in sorted(directory.glob("*-[0-9][0-9][0-9][0-9][0-9].jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        header, records = lines[0], lines[1:]
+        again = []
+        for record in records:
+            if record.get("error") or "content" not in record:
+                again.append(record)
+                continue
+            fresh = await checked(record | {"correct": None, "answer": ""}, pools[record["problem_id"]],
+                                  record["content"], grader)  # fmt: skip
+            if fresh.get("error"):
+                raise ValidationError(f"{path.name}: {record['problem_id']} could not be re-checked: {fresh['error']}")
+            changed += fresh["correct"] != record.get("correct")
+            again.append(fresh)
+        split, seq = path.stem.rsplit("-", 1)
+        kept = {k: v for k, v in header.items() if k not in ("type", "schema", "records")}
+        kept |= {"regraded_by": git_describe(), "regraded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_records(directory, split, int(seq), kept, again)
+    return changed
+
+
 def reply_fields(reply: Reply) -> dict[str, Any]:
     """What every live record keeps of a reply: usage, latency, what the search reported, the
     served ``ttc.confidence`` (with the verdict, a check that live confidence is calibrated)."""
@@ -162,21 +191,35 @@ def gave_up(record: dict[str, Any], reply: Reply) -> dict[str, Any] | None:
     return None
 
 
-def checked(record: dict[str, Any], pool: ProblemPool, reply: Reply) -> dict[str, Any]:
+async def checked(record: dict[str, Any], pool: ProblemPool, text: str, grader: CodeGrader) -> dict[str, Any]:
     """The record with the answer checked as the pools check theirs, and the content kept (so a
-    record can be re-checked). The gateway renders the answer in the form the question asks: when
-    the whole content is that answer (a list shaped as the question's example, a bare ``True``),
-    it is the answer; a number or stated answer pulled out of it otherwise."""
+    record can be re-checked). Code runs on the problem's hidden tests in the sandbox, as the
+    pools score code (a sandbox that cannot judge it is an infrastructure error, never wrong).
+    Otherwise the gateway renders the answer in the form the question asks: when the whole
+    content is that answer (a list shaped as the question's example, a bare ``True``), it is the
+    answer; a number or stated answer pulled out of it otherwise."""
     problem = Problem.from_dict(pool.problem)
-    content = reply.text.strip()
-    answer = extract_answer(reply.text)
+    if problem.check == "code":
+        verdict = await check_code(problem, text, await grader.runner())
+        if verdict.correct is None:
+            return record | {"error": verdict.error, "error_kind": "sandbox", "content": text}
+        return record | {"answer": "", "correct": verdict.correct, "content": text}
+    return record | await asyncio.to_thread(text_verdict, problem, text)
+
+
+def text_verdict(problem: Problem, text: str) -> dict[str, Any]:
+    """``answer``, ``correct`` and ``content`` of a reply that is not code (see :func:`checked`)."""
+    content = text.strip()
+    answer = extract_answer(text)
     correct = answer_correct(problem, answer)
     if not correct and "\n" not in content and answer_correct(problem, content):
         answer, correct = content, True
-    return record | {"answer": answer or "", "correct": correct, "content": reply.text}
+    return {"answer": answer or "", "correct": correct, "content": text}
 
 
-def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply) -> dict[str, Any]:
+async def to_record(
+    pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply: Reply, grader: CodeGrader
+) -> dict[str, Any]:
     """One request's record: verdict by the pools' checker, usage, latency, what the gateway ran;
     an infrastructure failure sets ``error`` and leaves ``correct`` unset."""
     record: dict[str, Any] = {
@@ -191,7 +234,7 @@ def to_record(pool: ProblemPool, config: str, pin: GatewayPin, seed: int, reply:
     if record["strategy"] and record["strategy"] != pin.strategy:
         return record | {"error": f"the gateway ran {record['strategy']!r}, not the pinned {pin.strategy!r}",
                          "error_kind": "strategy"}  # fmt: skip
-    return checked(record, pool, reply)
+    return await checked(record, pool, reply.text, grader)
 
 
 def start_stack(model: str, timeout_s: float, log: Any, env: dict[str, str] | None = None,
@@ -228,6 +271,7 @@ class Validation:
     # Take the shared model lock per chunk; None: only when this run starts its own stack (a
     # gateway elsewhere is someone else's model), False: the caller holds it (under ``flock``).
     lock: bool | None = None
+    grader: CodeGrader = field(default_factory=CodeGrader)
     _stack: Any = None
     _url: str = ""
 
@@ -298,6 +342,7 @@ class Validation:
                     self.log("time limit reached inside a chunk: the rest is sent on the next run")
                     break
         finally:
+            self.grader.stop()
             if self._stack is not None:
                 self._stack.stop()
         return sent
@@ -328,7 +373,7 @@ class Validation:
                 kwargs = request_kwargs(self.model, problem.messages(), cell, temperature=pin.temperature,
                                         max_tokens=pin.max_tokens, seed=seed)  # fmt: skip
                 reply = await send(client, kwargs, stream=False)
-                record = await asyncio.to_thread(to_record, pool, name, pin, seed, reply)
+                record = await to_record(pool, name, pin, seed, reply, self.grader)
                 done.append(record)
                 verdict = record["error_kind"] or ("right" if record["correct"] else "wrong")
                 self.log(f"  {pool.id} {name}: {verdict} ({record['completion_tokens']} tok, {reply.latency_s:.1f}s)")

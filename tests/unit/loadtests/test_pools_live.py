@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evaluation.live_configs import live_route
 from evaluation.pools import ProblemPool, write_chunk
 from loadtests.client import Reply
+from loadtests.pools.grading import CodeGrader
 from loadtests.pools.live import LiveRun, live_set
 from loadtests.pools.run import model_sha256
 from loadtests.pools.validate import ValidationError, read_records, to_record, write_records
@@ -22,6 +24,15 @@ from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
 MODEL = "smollm2-135m"
+
+
+def _record(*args: Any) -> dict[str, Any]:
+    """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
+    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
+
+
+async def _no_sandbox(program: str, check: str) -> bool:
+    raise AssertionError("no code reply here")
 
 
 def _pool(pid: str, family: str) -> ProblemPool:
@@ -63,7 +74,7 @@ def test_the_report_sets_live_rows_beside_priced_ones_on_the_same_subset(tmp_pat
     pin = run.prepare()[1]["mcts@8"][1]
     reply = Reply(text="The answer is 1.", prompt_tokens=30, completion_tokens=12, latency_s=0.5,
                   ext={"strategy": "mcts", "termination": "completed"})  # fmt: skip
-    done = [to_record(_pool(pid, fam), "mcts@8", pin, 0, reply) for pid, fam in (("a1", "a"), ("b1", "b"))]
+    done = [_record(_pool(pid, fam), "mcts@8", pin, 0, reply) for pid, fam in (("a1", "a"), ("b1", "b"))]
     write_records(out, "calibration", 1, {"settings": run.settings_header(SETTINGS, run.prepare()[1])}, done)
     rows = {(r["group"], r["config"]): r for r in run.write_report()["rows"]}
     assert rows[("live subset: all", "mcts@8")]["problems"] == 2
@@ -83,7 +94,7 @@ def test_the_table_command_shows_live_rows_on_their_subset(tmp_path: Path, capsy
     configs = run.prepare()[1]
     reply = Reply(text="The answer is 2.", prompt_tokens=30, completion_tokens=12, latency_s=0.5,
                   ext={"strategy": "revision", "termination": "completed"})  # fmt: skip
-    record = to_record(_pool("a1", "a"), "revision@3", configs["revision@3"][1], 0, reply)
+    record = _record(_pool("a1", "a"), "revision@3", configs["revision@3"][1], 0, reply)
     write_records(out, "calibration", 1, {"settings": run.settings_header(SETTINGS, configs)}, [record])
     assert main(["table", "--out", str(pools_dir), "--live", str(out), "--configs", "revision@3,cot_greedy"]) == 0
     printed = capsys.readouterr().out

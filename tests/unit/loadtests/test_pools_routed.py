@@ -13,12 +13,22 @@ from evaluation.pools import ProblemPool
 from evaluation.routed_plan import PlannedRequest, pending
 from loadtests.client import Reply
 from loadtests.pools import routed
+from loadtests.pools.grading import CodeGrader
 from loadtests.pools.routed import RoutedRun, to_record
 from loadtests.pools.validate import ValidationError, read_records
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SC4 = {"strategy": "self_consistency", "n": 4, "token_budget": 256, "params": {}}
 REQ = PlannedRequest("p1", "low", ("low", "medium"), SC4)
+
+
+def _record(*args: Any) -> dict[str, Any]:
+    """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
+    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
+
+
+async def _no_sandbox(program: str, check: str) -> bool:
+    raise AssertionError("no code reply here")
 
 
 def _pool(pid: str = "p1") -> ProblemPool:
@@ -32,9 +42,9 @@ def _reply(text: str = "The answer is 1.", **ext: Any) -> Reply:
 
 
 def test_a_routed_reply_is_checked_and_stands_for_its_efforts() -> None:
-    right = to_record(_pool(), REQ, 7, _reply())
+    right = _record(_pool(), REQ, 7, _reply())
     assert right["correct"] is True and right["efforts"] == ["low", "medium"] and right["confidence"] == 0.8
-    assert to_record(_pool(), REQ, 7, _reply("The answer is 2."))["correct"] is False
+    assert _record(_pool(), REQ, 7, _reply("The answer is 2."))["correct"] is False
 
 
 @pytest.mark.parametrize(
@@ -47,7 +57,7 @@ def test_a_routed_reply_is_checked_and_stands_for_its_efforts() -> None:
     ],
 )
 def test_failures_and_misroutes_are_errors_not_verdicts(reply: Reply, kind: str) -> None:
-    record = to_record(_pool(), REQ, 0, reply)
+    record = _record(_pool(), REQ, 0, reply)
     assert record["correct"] is None and record["error"] and record["error_kind"] == kind
 
 

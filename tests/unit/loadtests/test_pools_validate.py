@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from evaluation.pools import ProblemPool, write_chunk
 from evaluation.pricing import Config
 from evaluation.simulator_check import gateway_pin
 from loadtests.client import Reply
+from loadtests.pools.grading import CodeGrader
 from loadtests.pools.run import model_sha256
 from loadtests.pools.validate import (
     Validation,
@@ -22,6 +24,7 @@ from loadtests.pools.validate import (
     chosen_pools,
     pool_settings,
     read_records,
+    regrade,
     resolve_configs,
     to_record,
     write_records,
@@ -31,6 +34,15 @@ from tests.unit.evaluation.pool_fixtures import draw, pool
 
 SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
 PIN = gateway_pin(Config("pot@1", "pot", 1), SETTINGS)
+
+
+def _record(*args: Any) -> dict[str, Any]:
+    """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
+    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
+
+
+async def _no_sandbox(program: str, check: str) -> bool:
+    raise AssertionError("no code reply here")
 
 
 def _pool(pid: str = "p1") -> ProblemPool:
@@ -45,11 +57,11 @@ def _reply(text: str = "The answer is 1.", **ext: object) -> Reply:
 
 
 def test_a_reply_is_checked_as_the_pools_check_answers() -> None:
-    right = to_record(_pool(), "pot@1", PIN, 7, _reply())
+    right = _record(_pool(), "pot@1", PIN, 7, _reply())
     assert right["correct"] is True and right["answer"] == "1" and not right["error"]
     assert (right["completion_tokens"], right["prompt_tokens"], right["seed"]) == (12, 30, 7)
     assert right["ttc"] == PIN.extension()
-    wrong = to_record(_pool(), "pot@1", PIN, 7, _reply("The answer is 2."))
+    wrong = _record(_pool(), "pot@1", PIN, 7, _reply("The answer is 2."))
     assert wrong["correct"] is False and not wrong["error"]
 
 
@@ -62,7 +74,7 @@ def test_a_reply_is_checked_as_the_pools_check_answers() -> None:
     ],
 )
 def test_infrastructure_failures_are_errors_not_verdicts(reply: Reply, kind: str) -> None:
-    record = to_record(_pool(), "pot@1", PIN, 0, reply)
+    record = _record(_pool(), "pot@1", PIN, 0, reply)
     assert record["correct"] is None and record["error"] and record["error_kind"] == kind
 
 
@@ -138,7 +150,7 @@ def test_the_cli_reports_from_records_and_refuses_a_config_it_cannot_map(
 
     pools_dir, out = tmp_path / "pools", tmp_path / "validation"
     write_chunk(pools_dir, "calibration", 1, {"settings": SETTINGS, "model_sha256": "x"}, [_pool("p1")])
-    record = to_record(_pool("p1"), "pot@1", PIN, 0, _reply())
+    record = _record(_pool("p1"), "pot@1", PIN, 0, _reply())
     write_records(out, "calibration", 1, {"model_sha256": "x"}, [record])
     base = ["validate", "--model", "smollm2-135m", "--pools", str(pools_dir), "--out", str(out), "--report-only"]
     assert main([*base, "--configs", "pot@1"]) == 0
@@ -153,8 +165,73 @@ def test_a_content_that_is_the_answer_in_its_asked_form_is_read_whole() -> None:
     the answer: the whole one-line content is. The content is kept for re-checking."""
     listed = _pool()
     listed.problem["reference"] = "['-13.0', '-8.0', '41.0']"
-    record = to_record(listed, "pot@1", PIN, 7, _reply("['-13.0', '-8.0', '41.0']"))
+    record = _record(listed, "pot@1", PIN, 7, _reply("['-13.0', '-8.0', '41.0']"))
     assert record["correct"] is True and record["answer"] == "['-13.0', '-8.0', '41.0']"
     assert record["content"] == "['-13.0', '-8.0', '41.0']"
-    assert to_record(listed, "pot@1", PIN, 7, _reply("['-8.0', '-13.0', '41.0']"))["correct"] is False
-    assert to_record(_pool(), "pot@1", PIN, 7, _reply("The answer is 1."))["answer"] == "1"  # stated: unchanged
+    assert _record(listed, "pot@1", PIN, 7, _reply("['-8.0', '-13.0', '41.0']"))["correct"] is False
+    assert _record(_pool(), "pot@1", PIN, 7, _reply("The answer is 1."))["answer"] == "1"  # stated: unchanged
+
+
+def _code_pool(pid: str = "h1") -> ProblemPool:
+    coded = pool(pid, kind="code", cot=draw("cot", ("1", True), [("1", True)] * 3))
+    coded.problem.update(check="code", reference="", extra={
+        "entry_point": "add", "prompt": "import math\n\ndef add(a, b):\n    \"\"\"Sum.\"\"\"\n",
+        "test": "def check(f):\n    assert f(1, 2) == 3\n",
+    })  # fmt: skip
+    return coded
+
+
+class _Sandbox:
+    """A scripted runner (the real sandbox is the e2e suites' and the run's): runs nothing, keeps
+    what it was sent, passes a program that returns ``a + b``."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.fail = fail
+
+    async def __call__(self, program: str, check: str) -> bool:
+        if self.fail:
+            raise RuntimeError("sandbox unreachable")
+        self.sent.append((program, check))
+        return "return a + b" in program
+
+
+CODE_REPLY = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```\nIt returns 3 for 1 and 2."
+
+
+def test_a_code_reply_is_graded_by_the_hidden_tests_not_by_its_last_number() -> None:
+    sandbox = _Sandbox()
+    record = asyncio.run(to_record(_code_pool(), "pot@1", PIN, 0, _reply(CODE_REPLY), CodeGrader(given=sandbox)))
+    assert record["correct"] is True and record["content"] == CODE_REPLY and not record["error"]
+    program, check = sandbox.sent[0]
+    assert program.startswith("import math") and "def add(a, b):\n    return a + b" in program
+    assert check.endswith("check(add)\n")  # the hidden tests, called on the entry point
+    wrong = asyncio.run(
+        to_record(_code_pool(), "pot@1", PIN, 0, _reply(CODE_REPLY.replace("a + b", "a - b")), CodeGrader(sandbox))
+    )
+    assert wrong["correct"] is False
+
+
+def test_a_sandbox_that_cannot_grade_is_an_infrastructure_error() -> None:
+    grader = CodeGrader(given=_Sandbox(fail=True))
+    record = asyncio.run(to_record(_code_pool(), "pot@1", PIN, 0, _reply(CODE_REPLY), grader))
+    assert record["correct"] is None and record["error_kind"] == "sandbox" and "unreachable" in record["error"]
+
+
+def test_regrade_rechecks_kept_content_and_leaves_errors_and_old_records(tmp_path: Path) -> None:
+    """Records graded by an older checker are re-checked from the content they kept; the chunk is
+    rewritten whole and names the code that re-checked it."""
+    pools = {"h1": _code_pool(), "p1": _pool()}
+    misread = _record(pools["p1"], "pot@1", PIN, 0, _reply()) | {"problem_id": "h1", "content": CODE_REPLY,
+                                                                 "correct": False, "answer": "2"}  # fmt: skip
+    failed = _record(pools["p1"], "pot@1", PIN, 0, Reply(error="timed out", error_kind="timeout"))
+    old = {k: v for k, v in _record(pools["p1"], "pot@1", PIN, 0, _reply()).items() if k != "content"}
+    write_records(tmp_path, "heldout", 3, {"model": "m"}, [misread, failed, old])
+    assert asyncio.run(regrade(tmp_path, pools, CodeGrader(given=_Sandbox()))) == 1
+    records, headers, seq = read_records(tmp_path)
+    assert [r["correct"] for r in records] == [True, None, True] and seq == 4
+    assert records[1] == failed and records[2] == old
+    assert headers[0]["model"] == "m" and headers[0]["regraded_by"]
+    with pytest.raises(ValidationError, match="could not be re-checked"):
+        asyncio.run(regrade(tmp_path, pools, CodeGrader(given=_Sandbox(fail=True))))
+    assert read_records(tmp_path)[0] == records  # untouched
