@@ -104,13 +104,17 @@ def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> N
     assert reply.usage.completion_tokens == sum(c.completion_tokens for c in reply.candidates)
     tokenized = policy.Tokenize(policy_pb2.TokenizeRequest(input=request.input), timeout=30)
     assert reply.usage.prompt_tokens == tokenized.count > 10
-    # the same seeds give the same candidates: per-candidate sampling is deterministic
-    assert [c.text for c in policy.Generate(request, timeout=600).candidates] == [c.text for c in reply.candidates]
+    # The same seeds give the same candidates: per-candidate sampling is deterministic. Compared
+    # between two runs on the same compute path: the first run prefilled the prompt cold, later
+    # ones read it from the prefix cache, and those kernels' float results differ in the last
+    # bits, enough to flip a near-tie sample (seen once in CI, at token 15 of 24).
+    again = [c.text for c in policy.Generate(request, timeout=600).candidates]
+    assert [c.text for c in policy.Generate(request, timeout=600).candidates] == again
 
     after = stats(policy)
     assert 0.0 <= after.kv_cache_utilization <= 1.0
-    # the scheduler's prefix-cache counters saw the prompts of these eight engine requests
-    assert after.prefix_cache_queries >= before.prefix_cache_queries + 8 * reply.usage.prompt_tokens
+    # the scheduler's prefix-cache counters saw the prompts of these twelve engine requests
+    assert after.prefix_cache_queries >= before.prefix_cache_queries + 12 * reply.usage.prompt_tokens
 
 
 def test_deadline_aborts_the_engine_request(served: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
