@@ -1,7 +1,7 @@
 """The sandbox that grades code replies of the live runs (``validate``, ``live``, ``routed``) as
 the pools grade code candidates: the reply's program run on the problem's hidden tests.
 
-It is a ``ttc serve sandbox`` of its own (the drawer's slot uids), apart from the gateway's, so
+It is a ``ttc serve sandbox`` of its own (slot uids apart from the drawer's and the stacks'), so
 grading works against any gateway (``--base-url`` too) and never takes a slot from the system
 measured. It starts on the first code reply: a run without code starts nothing.
 """
@@ -15,6 +15,9 @@ from evaluation.checkers import CodeRunner, sandbox_runner
 from loadtests.pools.services import Service, sandbox_service
 
 START_TIMEOUT_S = 120.0
+# Slot uids apart from the drawer's sandbox (160 000) and the stacks' (below 150 000): the grader
+# lives for a whole run, and a pool draw may take the model lock between its chunks.
+GRADER_UID_BASE = 170_000
 
 
 @dataclass
@@ -32,7 +35,9 @@ class CodeGrader:
         if self.given is not None:
             return self.given
         if self._runner is None:
-            self._service = await asyncio.to_thread(sandbox_service(slots=2).start, START_TIMEOUT_S)
+            self._service = await asyncio.to_thread(
+                sandbox_service(slots=2, uid_base=GRADER_UID_BASE).start, START_TIMEOUT_S
+            )
             self._runner = sandbox_runner(self._service.target, timeout=self.timeout_s)
         return self._runner
 

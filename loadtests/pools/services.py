@@ -112,13 +112,15 @@ def verifier_service(policy_target: str) -> Service:
     return Service("verifier", env, port)
 
 
-def sandbox_service(slots: int = 4) -> Service:
+def sandbox_service(slots: int = 4, uid_base: int = SANDBOX_UID_BASE) -> Service:
+    """A sandbox whose slots run as ``uid_base`` + slot (two sandboxes alive at once need
+    ranges of their own)."""
     port = free_port()
     env = {
         "TTC_SANDBOX_PORT": str(port),
         "TTC_SANDBOX_METRICS_PORT": str(free_port()),
         "TTC_SANDBOX_MAX_CONCURRENCY": str(slots),
-        "TTC_SANDBOX_UID_BASE": str(SANDBOX_UID_BASE),
+        "TTC_SANDBOX_UID_BASE": str(uid_base),
     }
     return Service("sandbox", env, port)
 
