@@ -7,7 +7,8 @@ For each problem that has a pool (up to ``--limit``) and each configuration (def
 pinned (``ttc`` extension) to the strategy that configuration prices, with the same ``n``, the
 pools' temperature and token caps (:func:`~evaluation.simulator_check.gateway_pin`; a
 configuration it cannot map is refused before anything is sent). The answer is checked as the
-pools check theirs (``extract_answer`` then :func:`~evaluation.problemset.answer_correct`); a
+pools check theirs (``extract_answer`` then :func:`~evaluation.problemset.answer_correct`; code
+by its hidden tests in the runner's grading sandbox, :mod:`loadtests.pools.grading`); a
 failed request, a search that ended without an answer or a failed check is an infrastructure
 error, recorded as such and excluded from the report, never counted wrong.
 
