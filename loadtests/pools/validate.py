@@ -109,18 +109,26 @@ def chosen_pools(pools: Sequence[ProblemPool], configs: Sequence[Config], limit:
 
 
 # ------------------------------------------------------------------------------- records
+def chunk_paths(directory: Path) -> list[Path]:
+    """The record chunks under ``directory``, in sequence order."""
+    return sorted(directory.glob("*-[0-9][0-9][0-9][0-9][0-9].jsonl")) if directory.is_dir() else []
+
+
+def read_chunk(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One chunk's header and records; a torn chunk (its header's count not met) is refused."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not lines or lines[0].get("type") != "header" or lines[0].get("records") != len(lines) - 1:
+        raise ValidationError(f"{path}: not a whole validation chunk (header, then its records)")
+    return lines[0], lines[1:]
+
+
 def read_records(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     """Every record and chunk header so far (chunks in sequence order), and the next chunk number."""
-    if not directory.is_dir():
-        return [], [], 1
-    paths = sorted(p for p in directory.glob("*-[0-9][0-9][0-9][0-9][0-9].jsonl"))
     records, headers, seq = [], [], 0
-    for path in paths:
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        if not lines or lines[0].get("type") != "header" or lines[0].get("records") != len(lines) - 1:
-            raise ValidationError(f"{path}: not a whole validation chunk (header, then its records)")
-        headers.append(lines[0])
-        records += lines[1:]
+    for path in chunk_paths(directory):
+        header, chunk = read_chunk(path)
+        headers.append(header)
+        records += chunk
         seq = max(seq, int(path.stem.rsplit("-", 1)[1]))
     return records, headers, seq + 1
 
@@ -150,9 +158,8 @@ async def regrade(directory: Path, pools: Mapping[str, ProblemPool], grader: Cod
     infrastructure error stay as they are. A sandbox failure stops it with that chunk untouched.
     Returns how many verdicts changed."""
     changed = 0
-    for path in sorted(directory.glob("*-[0-9][0-9][0-9][0-9][0-9].jsonl")):
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        header, records = lines[0], lines[1:]
+    for path in chunk_paths(directory):
+        header, records = read_chunk(path)
         again = []
         for record in records:
             if record.get("error") or "content" not in record:

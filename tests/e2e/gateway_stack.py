@@ -16,20 +16,6 @@ from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port
 MODEL = "smollm2-135m"
 
 
-def shipped_routing() -> dict[str, str]:
-    """The routing settings a gateway ships with (the default table and the per-model tables,
-    paths made absolute): a stack given these routes every model as a user's would."""
-    from services.gateway.fleet import parse_pairs
-    from services.gateway.settings import GatewaySettings
-
-    fields = GatewaySettings.model_fields
-    per_model = parse_pairs(str(fields["routing_tables"].default), "routing_tables")
-    return {
-        "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / str(fields["routing_table"].default)),
-        "TTC_GATEWAY_ROUTING_TABLES": ",".join(f"{m}={ROOT / path}" for m, path in per_model.items()),
-    }
-
-
 @dataclass
 class GatewayStack:
     redis: RedisServer
@@ -111,7 +97,7 @@ class GatewayStack:
             "TTC_GATEWAY_POLICY_GRACE_S": "2",
             # The gateway mechanics (probe, routed self-consistency) are tested on the hand-written
             # v1 table, for every model (no per-model table); the shipped tables, with
-            # shipped_routing(), in test_program_of_thought.py and test_answer_form.py.
+            # tests/helpers/routing.py:shipped_routing(), in test_program_of_thought.py and test_answer_form.py.
             "TTC_GATEWAY_ROUTING_TABLE": str(ROOT / "services/gateway/routing/routing.v1.json"),
             "TTC_GATEWAY_ROUTING_TABLES": "",
             **self.gateway_env,

@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 from services.common.answers import answers_equivalent, extract_answer
-from tests.e2e.gateway_stack import GatewayStack, shipped_routing
+from tests.e2e.gateway_stack import GatewayStack
 from tests.helpers.processes import ROOT, RedisServer, start_sandbox
+from tests.helpers.routing import shipped_routing
 
 pytestmark = pytest.mark.e2e
 QWEN = "qwen2.5-coder-0.5b"

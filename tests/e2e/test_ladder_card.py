@@ -27,8 +27,9 @@ import pytest
 from services.gateway.ladder_card import card_of, render_card, render_section
 from services.gateway.model_tables import load_model_tables
 from services.gateway.protocol.ladder import LadderCard
-from tests.e2e.gateway_stack import MODEL, GatewayStack, shipped_routing
+from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import ROOT, RedisServer
+from tests.helpers.routing import shipped_routing
 
 pytestmark = pytest.mark.e2e
 SHIPPED = ROOT / "services/gateway/routing/routing.v2.json"

@@ -25,8 +25,9 @@ import pytest
 
 from services.common.answers import extract_answer, program_answer, vote_key
 from services.gen.ttc.v1 import sandbox_pb2, sandbox_pb2_grpc
-from tests.e2e.gateway_stack import GatewayStack, shipped_routing
+from tests.e2e.gateway_stack import GatewayStack
 from tests.helpers.processes import RedisServer, free_port, start_sandbox
+from tests.helpers.routing import shipped_routing
 
 pytestmark = pytest.mark.e2e
 QWEN = "qwen2.5-coder-0.5b"

@@ -26,6 +26,7 @@ from services.gateway.protocol.ladder import LadderConfiguration, LadderRung, Mo
 from services.gateway.routing import Route
 from services.gateway.settings import GatewaySettings
 from services.gen.ttc.v1 import policy_pb2
+from tests.helpers.routing import shipped_routing
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "services/gateway/routing/routing.v2.json"
@@ -34,13 +35,9 @@ SHIPPED_0_5B = "qwen2.5-coder-0.5b"
 
 
 def _shipped_tables() -> ModelTables:
-    """The tables a gateway with the shipped settings loads (paths relative to the project)."""
-    from services.gateway.fleet import parse_pairs
-
-    fields = GatewaySettings.model_fields
-    pairs = parse_pairs(str(fields["routing_tables"].default), "routing_tables")
-    per_model = ",".join(f"{m}={ROOT / path}" for m, path in pairs.items())
-    return load_model_tables(str(ROOT / str(fields["routing_table"].default)), per_model)
+    """The tables a gateway with the shipped settings loads."""
+    env = shipped_routing()
+    return load_model_tables(env["TTC_GATEWAY_ROUTING_TABLE"], env["TTC_GATEWAY_ROUTING_TABLES"])
 
 
 _METRICS = GatewayMetrics(ServiceMetrics("gateway-ladder-test"))

@@ -15,12 +15,12 @@ import pytest
 from evaluation.live_configs import live_route
 from evaluation.pools import ProblemPool, write_chunk
 from loadtests.client import Reply
-from loadtests.pools.grading import CodeGrader
 from loadtests.pools.live import LiveRun, live_set
 from loadtests.pools.run import model_sha256
 from loadtests.pools.validate import ValidationError, read_records, to_record, write_records
 from tests.helpers.processes import free_port
 from tests.unit.evaluation.pool_fixtures import draw, pool
+from tests.unit.loadtests.graders import no_code_grader
 
 SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
 MODEL = "smollm2-135m"
@@ -28,11 +28,7 @@ MODEL = "smollm2-135m"
 
 def _record(*args: Any) -> dict[str, Any]:
     """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
-    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
-
-
-async def _no_sandbox(program: str, check: str) -> bool:
-    raise AssertionError("no code reply here")
+    return asyncio.run(to_record(*args, no_code_grader()))
 
 
 def _pool(pid: str, family: str) -> ProblemPool:

@@ -13,10 +13,10 @@ from evaluation.pools import ProblemPool
 from evaluation.routed_plan import PlannedRequest, pending
 from loadtests.client import Reply
 from loadtests.pools import routed
-from loadtests.pools.grading import CodeGrader
 from loadtests.pools.routed import RoutedRun, to_record
 from loadtests.pools.validate import ValidationError, read_records
 from tests.unit.evaluation.pool_fixtures import draw, pool
+from tests.unit.loadtests.graders import no_code_grader
 
 SC4 = {"strategy": "self_consistency", "n": 4, "token_budget": 256, "params": {}}
 REQ = PlannedRequest("p1", "low", ("low", "medium"), SC4)
@@ -24,11 +24,7 @@ REQ = PlannedRequest("p1", "low", ("low", "medium"), SC4)
 
 def _record(*args: Any) -> dict[str, Any]:
     """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
-    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
-
-
-async def _no_sandbox(program: str, check: str) -> bool:
-    raise AssertionError("no code reply here")
+    return asyncio.run(to_record(*args, no_code_grader()))
 
 
 def _pool(pid: str = "p1") -> ProblemPool:

@@ -31,6 +31,7 @@ from loadtests.pools.validate import (
 )
 from tests.helpers.processes import free_port
 from tests.unit.evaluation.pool_fixtures import draw, pool
+from tests.unit.loadtests.graders import no_code_grader
 
 SETTINGS = {"temperature": 0.7, "top_p": 1.0, "cot_max_tokens": 64, "program_max_tokens": 64, "k": 3}
 PIN = gateway_pin(Config("pot@1", "pot", 1), SETTINGS)
@@ -38,11 +39,7 @@ PIN = gateway_pin(Config("pot@1", "pot", 1), SETTINGS)
 
 def _record(*args: Any) -> dict[str, Any]:
     """``to_record`` run to its end, grading code with no sandbox (these replies are not code)."""
-    return asyncio.run(to_record(*args, CodeGrader(given=_no_sandbox)))
-
-
-async def _no_sandbox(program: str, check: str) -> bool:
-    raise AssertionError("no code reply here")
+    return asyncio.run(to_record(*args, no_code_grader()))
 
 
 def _pool(pid: str = "p1") -> ProblemPool:
