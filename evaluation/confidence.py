@@ -27,13 +27,14 @@ import math
 import random
 import subprocess
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evaluation.pools import ProblemPool, iter_chunks, latest_pools
+from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
+from evaluation.pools import ProblemPool, iter_chunks, latest_pools, task_type_of
 from evaluation.pricing import DEFAULT_LIMIT, Config, LatencyModel, Pricer
 from evaluation.pricing_table import default_configs, judges_in
 from services.common.confidence import (
@@ -42,10 +43,7 @@ from services.common.confidence import (
     ConfidenceSignals,
     ModelKind,
     Row,
-    brier,
-    expected_calibration_error,
     fit,
-    log_loss,
 )
 
 POOLS = Path("docs/data/calibration/pools/qwen2.5-coder-0.5b")
@@ -78,12 +76,18 @@ def replays(pool: ProblemPool, config: Config, *, seed: int = 0, limit: int = DE
     """Every replay of ``config`` on ``pool`` (none when it does not apply): the pricing's own
     runs (:meth:`evaluation.pricing.Pricer.outcomes`, same subsets, same seeded order), so the
     signals fitted on are the ones the priced cascade escalates on and the mean of ``correct`` is
-    the pricing's accuracy estimate."""
+    the pricing's accuracy estimate. The signals carry the prompt's task type, as a served
+    answer's do (``services/search/strategies/signals.py:answer_confidence``)."""
     if not config.applies(pool) or config.early_stop:
         return []
     rng = random.Random(f"{seed}:{pool.id}:{config.name}")
     runs = Pricer(LatencyModel(), limit=limit, seed=seed).outcomes(pool, config, rng)
-    return [Replay(pool.id, config.name, o.signals, o.correct) for o in runs if o.signals is not None]
+    task = task_type_of(pool)
+    return [
+        Replay(pool.id, config.name, replace(o.signals, task_type=task), o.correct)
+        for o in runs
+        if o.signals is not None
+    ]
 
 
 # ------------------------------------------------------------------------------------ rows

@@ -26,7 +26,7 @@ import numpy as np
 
 from evaluation.calibration import PREFILL_WEIGHT, ProblemStats, _best
 from evaluation.intervals import bootstrap_interval
-from evaluation.pools import ProblemPool
+from evaluation.pools import ProblemPool, task_type_of
 from evaluation.pricing import Config, Estimate
 from evaluation.route_fit import (
     GREEDY,
@@ -37,7 +37,6 @@ from evaluation.route_fit import (
     label_of,
     problem_stats,
     route_of,
-    task_type_of,
 )
 
 ALL = "all"

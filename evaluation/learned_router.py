@@ -274,10 +274,10 @@ def load_problems(
     """Read, price (as ``make calibrate`` does: calibration's configurations, each split with
     the latency model of its own calls) and embed the pools of each split in ``directory``."""
     from evaluation.embeddings import feature_rows
-    from evaluation.pools import read_pools
+    from evaluation.pools import read_pools, task_type_of
     from evaluation.pricing import Pricer
     from evaluation.pricing_table import default_configs, fit_latency, judges_in, price_all
-    from evaluation.route_fit import problem_stats, task_type_of
+    from evaluation.route_fit import problem_stats
     from services.search.strategies.stopping import should_stop
 
     pools = {split: read_pools(directory, split) for split in splits}

@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from services.common.difficulty_features import estimation_text
+from services.common.task_type import TaskType, classify_task
+
 DrawKind = Literal["cot", "program", "code"]
 DRAW_KINDS: tuple[DrawKind, ...] = ("cot", "program", "code")
 POOL_SCHEMA = 1
@@ -244,3 +247,10 @@ def latest_pools(chunks: Iterable[Chunk]) -> dict[str, tuple[ProblemPool, Chunk]
 def read_pools(directory: Path, split: str | None = None) -> list[ProblemPool]:
     """Every problem's newest pool under ``directory``, in the order first drawn."""
     return [pool for pool, _ in latest_pools(iter_chunks(directory, split)).values()]
+
+
+def task_type_of(pool: ProblemPool) -> TaskType:
+    """The gateway's task type of the problem's prompt by today's rules (what a request with it
+    is routed by, and what its served confidence reads); ``ProblemPool.task_type`` is what the
+    rules said when it was drawn."""
+    return classify_task(estimation_text([("user", str(pool.problem["question"]))], ""))

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from evaluation.intervals import bootstrap_interval
-from evaluation.pools import Call, ProblemPool
+from evaluation.pools import Call, ProblemPool, task_type_of
 from evaluation.pricing import Config, Estimate, LatencyModel, Outcome, Pricer, mean_estimate
 from services.common.confidence import confidence
 
@@ -83,7 +83,8 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     """The small model's configuration; when its vote is unsettled the large model's
     configuration answers too, and both spends count. Unsettled is the served cascade's rule
     (``services/search/strategies/cascade.py``): the small run's calibrated confidence (the
-    shipped model, ``services/common/confidence.py``, on the run's signals, no difficulty) is
+    shipped model, ``services/common/confidence.py``, on the run's signals and the prompt's task
+    type, no difficulty) is
     below ``threshold``, or the run has no answer. The two pools are independent draws, so the
     large model's expected outcome applies."""
     if not small_config.applies(small_pool):
@@ -94,7 +95,8 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     rng = random.Random(f"{small.seed}:{small_pool.id}:{small_config.name}")
     runs = list(small.outcomes(small_pool, small_config, rng))
     base = mean_estimate(runs)
-    escalated = [unsettled(o, threshold) for o in runs]
+    task = task_type_of(small_pool)
+    escalated = [unsettled(o, threshold, task) for o in runs]
     share = sum(escalated) / len(runs)
     right = sum(after.accuracy if e else float(o.correct) for o, e in zip(runs, escalated, strict=True)) / len(runs)
     return Estimate(
@@ -106,12 +108,13 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     )
 
 
-def unsettled(run: Outcome, threshold: float) -> bool:
-    """Whether the cascade escalates after ``run``: no answer, or its confidence below ``threshold``
-    (the vote share where a run carries no signals, as the oracle ``code_pass`` does)."""
+def unsettled(run: Outcome, threshold: float, task_type: str | None) -> bool:
+    """Whether the cascade escalates after ``run`` on a prompt of ``task_type``: no answer, or its
+    confidence below ``threshold`` (the vote share where a run carries no signals, as the oracle
+    ``code_pass`` does)."""
     if run.agreement == 0.0:
         return True
-    score = confidence(run.signals) if run.signals is not None else run.agreement
+    score = confidence(replace(run.signals, task_type=task_type)) if run.signals is not None else run.agreement
     return score < threshold
 
 

@@ -50,12 +50,11 @@ from evaluation.calibration import (
 from evaluation.intervals import bootstrap_interval
 from evaluation.live_join import LiveSet, join
 from evaluation.live_join import provenance as live_provenance
-from evaluation.pools import Chunk, ProblemPool
+from evaluation.pools import Chunk, ProblemPool, task_type_of
 from evaluation.pricing import Config, Estimate, Pricer
 from evaluation.pricing_table import price_all
 from evaluation.route_choice import DEFAULT_Z, choose_stable
-from services.common.difficulty_features import FEATURE_SET, estimation_text
-from services.common.task_type import TaskType, classify_task
+from services.common.difficulty_features import FEATURE_SET
 
 GREEDY = "greedy"  # one greedy sample: cot_greedy on text problems, code_greedy on code ones
 TABLE_VERSION = 3
@@ -88,12 +87,6 @@ class Fit:
 
     table: dict[str, Any]
     predictions: list[dict[str, Any]]
-
-
-# ------------------------------------------------------------------------------ task types
-def task_type_of(pool: ProblemPool) -> TaskType:
-    """The gateway's task type of the problem's prompt (what a request with it is routed by)."""
-    return classify_task(estimation_text([("user", str(pool.problem["question"]))], ""))
 
 
 def label_of(config: Config) -> str:

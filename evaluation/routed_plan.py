@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration import PREFILL_WEIGHT
+from evaluation.calibration_metrics import expected_calibration_error
 from evaluation.heldout_ladder import ALL, Summary, route_key
 from evaluation.intervals import BOOTSTRAP, wilson
-from services.common.confidence import expected_calibration_error
 
 
 @dataclass(frozen=True)

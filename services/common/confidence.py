@@ -51,6 +51,10 @@ STRATEGY_FAMILY: dict[str, str] = {
     "weighted_vote": "wvote",
     "code_execution": "code_vote",
 }
+# The task types with a one-hot feature of their own; any other (``open``, or unknown) is the
+# baseline. A single agreeing program is right far more often on a counting question than on a
+# competition problem, and the vote alone cannot tell them apart (docs/confidence.md).
+TASK_FEATURES: tuple[str, ...] = ("arithmetic", "math_word", "code", "computable")
 FEATURES: tuple[str, ...] = (
     "logit_share",
     "log_votes",
@@ -59,6 +63,7 @@ FEATURES: tuple[str, ...] = (
     "agree",
     "judge",
     "difficulty",
+    *(f"task:{t}" for t in TASK_FEATURES),
 )
 
 
@@ -71,8 +76,10 @@ class ConfidenceSignals:
     abstaining ones included). ``distinct``: distinct non-empty answers among them.
     ``abstained``: ballots with no answer. ``programs_agree``: whether the programs' vote and
     the chains of thought's vote chose the same answer (``None`` when the search had only one
-    kind). ``judge_score`` (0..1) and ``difficulty`` (0..1) when the search had them. ``config``:
-    the configuration family (:data:`STRATEGY_FAMILY` maps strategy names to it)."""
+    kind). ``judge_score`` (0..1) and ``difficulty`` (0..1) when the search had them.
+    ``task_type``: the prompt's task type by the gateway's rules
+    (``services/common/task_type.py``), ``None`` when unknown. ``config``: the configuration
+    family (:data:`STRATEGY_FAMILY` maps strategy names to it)."""
 
     config: str
     vote_share: float
@@ -82,6 +89,7 @@ class ConfidenceSignals:
     programs_agree: bool | None = None
     judge_score: float | None = None
     difficulty: float | None = None
+    task_type: str | None = None
 
     @property
     def family(self) -> str:
@@ -107,7 +115,8 @@ def clip(p: float) -> float:
 def features(s: ConfidenceSignals) -> list[float]:
     """The logistic model's features, in :data:`FEATURES` order: the vote share's logit, the log of
     the votes, the share of distinct answers and of abstentions, program/thought agreement
-    (+1, -1, 0 unknown), the judge's score and the difficulty centred at 0.5 (0 when unknown)."""
+    (+1, -1, 0 unknown), the judge's score and the difficulty centred at 0.5 (0 when unknown),
+    and the task type one-hot (:data:`TASK_FEATURES`; all 0 for ``open`` or unknown)."""
     n = max(1, s.votes)
     agree = 0.0 if s.programs_agree is None else (1.0 if s.programs_agree else -1.0)
     return [
@@ -118,6 +127,7 @@ def features(s: ConfidenceSignals) -> list[float]:
         agree,
         0.0 if s.judge_score is None else s.judge_score - 0.5,
         0.0 if s.difficulty is None else s.difficulty - 0.5,
+        *(1.0 if s.task_type == t else 0.0 for t in TASK_FEATURES),
     ]
 
 
@@ -362,34 +372,3 @@ def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = DEFAULT_L2, prior_v
         for f, part in per.items()
     }
     return Calibrator(isotonic=iso, **common)  # type: ignore[arg-type]
-
-
-# ------------------------------------------------------------------------------------ metrics
-def expected_calibration_error(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None,
-                               bins: int = 10) -> float:  # fmt: skip
-    """ECE with ``bins`` equal-width bins over [0, 1] (the last bin includes 1.0): the
-    weight-averaged |mean confidence - accuracy| per bin."""
-    w = [1.0] * len(probs) if weights is None else list(weights)
-    total = sum(w)
-    if total <= 0:
-        return 0.0
-    sums = [[0.0, 0.0, 0.0] for _ in range(bins)]  # weight, sum p, sum right
-    for p, r, wi in zip(probs, right, w, strict=True):
-        b = min(bins - 1, int(p * bins))
-        sums[b][0] += wi
-        sums[b][1] += wi * p
-        sums[b][2] += wi * float(r)
-    return sum(abs(sp - sr) for wb, sp, sr in sums if wb > 0) / total
-
-
-def brier(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
-    w = [1.0] * len(probs) if weights is None else list(weights)
-    total = sum(w)
-    return sum(wi * (p - float(r)) ** 2 for p, r, wi in zip(probs, right, w, strict=True)) / total if total else 0.0
-
-
-def log_loss(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
-    w = [1.0] * len(probs) if weights is None else list(weights)
-    total = sum(w)
-    loss = sum(-wi * math.log(clip(p) if r else 1.0 - clip(p)) for p, r, wi in zip(probs, right, w, strict=True))
-    return loss / total if total else 0.0

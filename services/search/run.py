@@ -200,7 +200,9 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         candidates_saved=ctx.early_stop_saved,
         tokens_saved=_tokens_saved(ctx),
     )
-    confidence = answer_confidence(choice.signals, difficulty_of(job.difficulty)) if choice is not None else None
+    confidence = (
+        answer_confidence(choice.signals, ctx.problem, difficulty_of(job.difficulty)) if choice is not None else None
+    )
     if confidence is not None:  # absent, not 0, where the strategy had no signal
         result.confidence = confidence
     return result

@@ -36,11 +36,13 @@ run silently without escalating.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from services.common.errors import ServiceError
 from services.search.budget import ComponentFailed
+from services.search.interfaces import Message
 from services.search.params import Params
 from services.search.strategies.base import Strategy
 from services.search.strategies.config import StrategyInput
@@ -56,9 +58,10 @@ LARGE: dict[str, type[Strategy]] = {**INNER, "single": Single}
 OWN_PARAMS = ("inner", "threshold", "large_inner", "large_n", "large_params")
 
 
-def small_confidence(outcome: Outcome) -> float | None:
-    """The calibrated confidence of ``outcome``'s answer; ``None`` without an answer or signals."""
-    return answer_confidence(outcome.choice.signals) if outcome.choice is not None else None
+def small_confidence(outcome: Outcome, problem: Sequence[Message]) -> float | None:
+    """The calibrated confidence of ``outcome``'s answer to ``problem``; ``None`` without an
+    answer or signals."""
+    return answer_confidence(outcome.choice.signals, problem) if outcome.choice is not None else None
 
 
 def vote_share(outcome: Outcome, drawn: int) -> float:
@@ -112,7 +115,7 @@ class Cascade(Strategy):
         before = ctx.candidates_generated
         small = await self.inner.run(ctx)
         share = vote_share(small, ctx.candidates_generated - before)
-        confidence = small_confidence(small)
+        confidence = small_confidence(small, ctx.problem)
         settled = small.choice is not None and confidence is not None and confidence >= self.threshold
         shown = "none" if confidence is None else f"{confidence:.2f}"
         node = ctx.trace.add(

@@ -26,6 +26,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from services.common.confidence import ConfidenceSignals, confidence
+from services.common.difficulty_features import estimation_text
+from services.common.task_type import TaskType, classify_task
+from services.search.interfaces import RAW_PROMPT_ROLE, Message
 
 # Configuration families (docs/confidence.md): the replays' names, so the fitted intercepts apply.
 SC = "sc"
@@ -113,10 +116,23 @@ def difficulty_of(value: float) -> float | None:
     return value if value > 0.0 else None
 
 
-def answer_confidence(signals: ConfidenceSignals | None, difficulty: float | None = None) -> float | None:
-    """``ttc.confidence`` of an answer with ``signals`` (by the shipped model), ``None`` without."""
+def task_type_of(problem: Sequence[Message]) -> TaskType:
+    """The prompt's task type as the gateway read it when it routed the job: the same rules on the
+    same text (``estimation_text``: the last user message, else the raw prompt), so the task
+    feature the confidence model was fitted on (``evaluation.route_fit.task_type_of``) is the one
+    it is served with."""
+    raw = "".join(m.content for m in problem if m.role == RAW_PROMPT_ROLE)
+    return classify_task(estimation_text([(m.role, m.content) for m in problem if m.role != RAW_PROMPT_ROLE], raw))
+
+
+def answer_confidence(
+    signals: ConfidenceSignals | None, problem: Sequence[Message], difficulty: float | None = None
+) -> float | None:
+    """``ttc.confidence`` of an answer with ``signals`` to ``problem`` (by the shipped model, with
+    the prompt's task type), ``None`` without signals."""
     if signals is None:
         return None
+    signals = replace(signals, task_type=task_type_of(problem))
     if difficulty is not None:
         signals = replace(signals, difficulty=difficulty)
     return confidence(signals)

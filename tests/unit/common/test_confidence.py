@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
 from services.common.confidence import (
     CLIP,
     SCHEMA,
     Calibrator,
     ConfidenceSignals,
     Row,
-    brier,
     confidence,
-    expected_calibration_error,
     fit,
     fit_isotonic,
-    log_loss,
     shipped,
     shrunk_share,
 )

@@ -25,6 +25,6 @@ def draw(kind: DrawKind, greedy: Spec, sampled: Sequence[Spec], tokens: int = 10
 
 
 def pool(pid: str = "p1", kind: str = "arithmetic", **draws: Draw) -> ProblemPool:
-    problem = {"id": pid, "dataset": "chain_sum", "level": 1, "question": "q", "reference": "1", "check": "math",
-               "extra": {}}  # fmt: skip
+    problem = {"id": pid, "dataset": "chain_sum", "level": 1, "question": "What is 0 + 1?", "reference": "1",
+               "check": "math", "extra": {}}  # fmt: skip
     return ProblemPool(problem, "chain_sum", kind, "calibration", "arithmetic", dict(draws))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from evaluation.escalation import MIN_FAMILIES, CascadeSpec, escalation_report, markdown, paired_difference, verdict
+from evaluation.pools import task_type_of
 from evaluation.pricing import Config, LatencyModel, Pricer
+from services.common.confidence import confidence
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 FREE = LatencyModel()
@@ -46,13 +49,21 @@ def test_report_pairs_problems_by_id_and_escalates_the_unanswered() -> None:
                           cot=draw("cot", ("1", True), [("1", True)] * 4)), family=f) for f in fams]  # fmt: skip
     large.append(replace(pool("only-large/1", "x", program=_program("1", True)), family="only"))
     pricer = Pricer(FREE)
-    report = escalation_report(small, large, CascadeSpec(pricer, pricer, POT1, POT1, 0.5))
+    # The gate lies between the shipped model's confidence in f0's fallback and in f1's program.
+    gates = []
+    for p in small[:2]:
+        signals = next(pricer.outcomes(p, POT1, random.Random(0))).signals
+        assert signals is not None
+        gates.append(confidence(replace(signals, task_type=task_type_of(p))))
+    low, high = gates
+    assert low < high
+    report = escalation_report(small, large, CascadeSpec(pricer, pricer, POT1, POT1, (low + high) / 2))
     assert report["problems"] == MIN_FAMILIES
     fam = {g["group"]: g for g in report["families"]}  # type: ignore[union-attr]
     assert fam["f0"]["large_better"] and fam["f0"]["cascade"]["escalated"] == 1.0
     assert fam["f0"]["cascade"]["accuracy"] == 1.0 and fam["f0"]["small"]["accuracy"] == 0.0
     assert fam["f1"]["large_better"] is False and fam["f1"]["meets"] is None
-    assert fam["f1"]["cascade"]["escalated"] == 0.0  # one answering program: confidence ~0.59 >= 0.5
+    assert fam["f1"]["cascade"]["escalated"] == 0.0  # one answering program: above the gate
     # f0: the cascade pays the small model's fallback plus the large model's program, which here
     # costs more than the large model alone, so the target is missed there and overall.
     assert report["verdict"]["families_measured"] == MIN_FAMILIES  # type: ignore[index]

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from evaluation.ledger import pass_at_k
+from evaluation.pools import task_type_of
 from evaluation.pricing import Ballot, Config, LatencyModel, Pricer, _waves, subsets, winner
 from evaluation.pricing_table import (
     cascade,
@@ -118,7 +119,8 @@ def test_the_cascade_gates_on_the_calibrated_confidence_not_the_share() -> None:
     pricer = Pricer(FREE)
     run = next(pricer.outcomes(one, sc1, random.Random(0)))
     assert run.agreement == 1.0 and run.signals is not None
-    assert confidence(run.signals) < 0.75 and unsettled(run, 0.75) and not unsettled(run, 0.3)
+    task = task_type_of(one)
+    assert confidence(run.signals) < 0.75 and unsettled(run, 0.75, task) and not unsettled(run, 0.3, task)
     up = cascade(pricer, pricer, one, large, sc1, sc1, threshold=0.75)
     assert up is not None and up.escalated == 1.0 and up.accuracy == 1.0
 

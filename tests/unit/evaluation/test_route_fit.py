@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from evaluation.calibration import BUDGET_MULTIPLES
-from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
+from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool, task_type_of
 from evaluation.pricing import Config, LatencyModel, Pricer
-from evaluation.route_fit import FitSettings, fit, route_of, task_type_of
+from evaluation.route_fit import FitSettings, fit, route_of
 from services.common.difficulty_features import FEATURE_DIM
 from services.gateway.routing import Route, load_routing_table
 

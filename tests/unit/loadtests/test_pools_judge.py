@@ -78,7 +78,7 @@ def test_every_cot_and_program_candidate_is_scored_and_code_is_left_alone(tmp_pa
     # one call per problem and judge, with the problem's own messages; no call for code
     assert [r.verifier for r in fake.requests] == ["orm", "prm"]
     assert [m.role for m in fake.requests[0].problem] == ["system", "user"]
-    assert fake.requests[0].problem[1].content == "q"
+    assert fake.requests[0].problem[1].content == a.problem["question"]
     assert len(fake.requests[0].candidates) == 6
     # a program that ran is judged with what it printed
     assert "The program printed:\n4" in fake.requests[0].candidates[3]

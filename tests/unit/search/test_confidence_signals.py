@@ -10,7 +10,8 @@ it would compute.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,10 +22,11 @@ from services.common.answers import normalize_for_vote
 from services.common.confidence import ConfidenceSignals, shipped
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.search import run as run_module
+from services.search.interfaces import RAW_PROMPT_ROLE, Message
 from services.search.run import run_search
 from services.search.strategies.code_behaviour import Behaviour, Cluster, Entry
 from services.search.strategies.code_execution import cluster_signals
-from services.search.strategies.signals import agreement, answer_confidence, heaviest, vote_signals
+from services.search.strategies.signals import agreement, answer_confidence, heaviest, task_type_of, vote_signals
 from tests.unit.orchestrator.conftest import make_job
 from tests.unit.orchestrator.fakes import PolicyCall, ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, contains
 
@@ -36,9 +38,11 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[ConfidenceSignals | None]:
     """The signals ``run_search`` computes each result's confidence from."""
     seen: list[ConfidenceSignals | None] = []
 
-    def record(signals: ConfidenceSignals | None, difficulty: float | None = None) -> float | None:
+    def record(
+        signals: ConfidenceSignals | None, problem: Sequence[Message], difficulty: float | None = None
+    ) -> float | None:
         seen.append(signals)
-        return answer_confidence(signals, difficulty)
+        return answer_confidence(signals, problem, difficulty)
 
     monkeypatch.setattr(run_module, "answer_confidence", record)
     return seen
@@ -104,7 +108,9 @@ async def test_self_consistency_matches_the_replay(recorded: list[ConfidenceSign
     expected, _ = _sampled(Config("sc@5", "sc", 5), pool)
     assert recorded == [expected]
     assert (expected.vote_share, expected.votes, expected.distinct, expected.abstained) == (0.6, 5, 2, 1)
-    assert result.HasField("confidence") and result.confidence == shipped().probability(expected)
+    assert result.HasField("confidence") and result.confidence == shipped().probability(
+        replace(expected, task_type="arithmetic")  # make_job asks "What is 6*7?"
+    )
 
 
 async def test_weighted_vote_and_best_of_n_match_the_replay(recorded: list[ConfidenceSignals | None]) -> None:
@@ -176,9 +182,24 @@ async def test_the_job_s_difficulty_reaches_the_signals(recorded: list[Confidenc
     await run_search(job, ScriptedPolicy(by_index(["7", "7", "8"])), NO_VERIFIER)
     (signals,) = recorded
     assert signals is not None and signals.difficulty is None  # the strategy does not know it
-    assert answer_confidence(signals, 0.8) == shipped().probability(
-        ConfidenceSignals("sc", 2 / 3, 3, 2, 0, difficulty=0.8)
+    asked = (Message("user", "What is 6*7?"),)
+    assert answer_confidence(signals, asked, 0.8) == shipped().probability(
+        ConfidenceSignals("sc", 2 / 3, 3, 2, 0, difficulty=0.8, task_type="arithmetic")
     )
+
+
+def test_the_prompt_s_task_type_reaches_the_confidence_as_the_gateway_reads_it() -> None:
+    """The task type is the gateway's (last user message, else the raw prompt), and it moves the
+    probability: the same vote on a counting question and on an open one is not equally sure."""
+    vote = ConfidenceSignals("pot", 1.0, 1, 1, 0)
+    question = "How many times does the letter r appear in strawberry?"
+    counting = (Message("system", "Be brief."), Message("user", question))
+    raw = (Message(RAW_PROMPT_ROLE, "What is 6*7?"),)
+    assert task_type_of(counting) == "computable" and task_type_of(raw) == "arithmetic"
+    assert task_type_of((Message("user", "Write a haiku about autumn."),)) == "open"
+    assert answer_confidence(vote, counting) == shipped().probability(replace(vote, task_type="computable"))
+    open_ended = answer_confidence(vote, (Message("user", "Write a haiku about autumn."),))
+    assert open_ended is not None and open_ended != answer_confidence(vote, counting)
 
 
 async def test_the_cascade_escalates_on_the_calibrated_confidence_not_the_share() -> None:
@@ -190,7 +211,9 @@ async def test_the_cascade_escalates_on_the_calibrated_confidence_not_the_share(
     result, trace = await run_search(job, small, NO_VERIFIER, escalation=large)
     assert large.calls and "42" in result.answer
     (node,) = [n for n in trace.nodes if n.action == "escalate"]
-    assert node.score == pytest.approx(shipped().probability(ConfidenceSignals("sc", 0.75, 4, 2, 0)))
+    assert node.score == pytest.approx(
+        shipped().probability(ConfidenceSignals("sc", 0.75, 4, 2, 0, task_type="arithmetic"))
+    )
     assert node.score < 0.75 and "vote share 0.75" in node.text
     assert result.HasField("confidence")  # the large model's vote, by the same rules
 

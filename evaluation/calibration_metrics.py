@@ -1,0 +1,44 @@
+"""How well probabilities match frequencies: expected calibration error, Brier score, log loss.
+
+Offline measures of the served ``ttc.confidence`` (``services/common/confidence.py``): the fit
+chooses its model by them (``evaluation/confidence.py``) and the routed run reports them on the
+answers it was served (``evaluation/routed_plan.py``). Weighted, because a replayed configuration's
+runs on one problem share that problem's weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from services.common.confidence import clip
+
+
+def expected_calibration_error(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None,
+                               bins: int = 10) -> float:  # fmt: skip
+    """ECE with ``bins`` equal-width bins over [0, 1] (the last bin includes 1.0): the
+    weight-averaged |mean confidence - accuracy| per bin."""
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    if total <= 0:
+        return 0.0
+    sums = [[0.0, 0.0, 0.0] for _ in range(bins)]  # weight, sum p, sum right
+    for p, r, wi in zip(probs, right, w, strict=True):
+        b = min(bins - 1, int(p * bins))
+        sums[b][0] += wi
+        sums[b][1] += wi * p
+        sums[b][2] += wi * float(r)
+    return sum(abs(sp - sr) for wb, sp, sr in sums if wb > 0) / total
+
+
+def brier(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    return sum(wi * (p - float(r)) ** 2 for p, r, wi in zip(probs, right, w, strict=True)) / total if total else 0.0
+
+
+def log_loss(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None = None) -> float:
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    total = sum(w)
+    loss = sum(-wi * math.log(clip(p) if r else 1.0 - clip(p)) for p, r, wi in zip(probs, right, w, strict=True))
+    return loss / total if total else 0.0

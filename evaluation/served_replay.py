@@ -1,0 +1,175 @@
+"""The served confidence of a routed run, predicted again offline by any confidence model.
+
+A routed run through the gateway (``python -m loadtests.pools routed``) keeps each answer's
+served ``ttc.confidence``, not the signals it came from, so a refitted model cannot be scored on
+those answers directly. This replays each answered request's route (the configuration its
+record names) on the problem's held-out pool, as the pricing does (same subsets, the served
+early-stopping rule), and scores each model on the replays: every run of the configuration on
+that problem weighs ``1 / runs``, so each answer weighs one, as in the live figure.
+
+Scoring the model that served the run this way and comparing with the live ECE checks the
+replay (the simulator); scoring a new model predicts what serving it would measure.
+
+    python -m evaluation.served_replay --routed docs/data/calibration/routed/qwen2.5-coder-0.5b \\
+        --model served=git:3053570:services/common/confidence.v1.json \
+        --model new=services/common/confidence.v1.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluation.calibration_metrics import expected_calibration_error
+from evaluation.heldout_ladder import label_index, route_key
+from evaluation.pools import ProblemPool, read_pools, task_type_of
+from evaluation.pricing import Pricer
+from evaluation.pricing_table import default_configs, fit_latency, judges_in
+from evaluation.route_fit import label_of
+from services.common.confidence import FEATURES, TASK_FEATURES, Calibrator
+from services.search.strategies.stopping import should_stop
+
+STOP_CONFIDENCE = 0.9  # the served early-stopping confidence (loadtests/pools/calibrate.py:stop_rule)
+BOOTSTRAP = 1000
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One replayed run of an answered request's configuration: the model's probability, verdict."""
+
+    problem: str
+    probability: float
+    correct: bool
+    weight: float
+
+
+def answered(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The answers the live figure scores (``evaluation.routed_plan.served_calibration``'s rule):
+    the newest record per (problem, effort), each request once, no error, a served confidence."""
+    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        for effort in r["efforts"]:
+            newest[(r["problem_id"], effort)] = r
+    unique = {id(r): r for r in newest.values()}
+    return [r for r in unique.values() if not r.get("error") and r.get("confidence") is not None]
+
+
+def widened(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A logistic model saved before the task-type features, with zero weights on them: the same
+    predictions, readable by this code (to score the model a past run was served by)."""
+    old = list(data.get("features", []))
+    if data.get("kind") != "logistic" or old == list(FEATURES):
+        return dict(data)
+    missing = [f"task:{t}" for t in TASK_FEATURES]
+    if old + missing != list(FEATURES):
+        raise ValueError(f"cannot widen features {old} to {list(FEATURES)}")
+    coefficients = dict(data["coefficients"]) | {"features": [*data["coefficients"]["features"], *[0.0] * len(missing)]}
+    return dict(data) | {"features": list(FEATURES), "coefficients": coefficients}
+
+
+def replay(answers: Sequence[Mapping[str, Any]], pools: Sequence[ProblemPool], model: Calibrator,
+           *, seed: int = 0, limit: int = 64) -> tuple[list[Replayed], int]:  # fmt: skip
+    """Every replayed run of every answer's configuration, scored by ``model``; and how many
+    answers could not be replayed (no pool, or a route no priced configuration runs)."""
+    k = max((len(d.sampled) for p in pools for d in p.draws.values()), default=0)
+    configs = default_configs(k, judges_in(pools))
+    index = label_index(configs, pools)
+    by_label = {label_of(c): c for c in configs}
+    by_id = {p.id: p for p in pools}
+    stop = lambda votes, remaining: should_stop(votes, remaining, STOP_CONFIDENCE).stop  # noqa: E731
+    pricer = Pricer(fit_latency(list(pools)), stop, limit=limit, seed=seed)
+    out: list[Replayed] = []
+    missed = 0
+    for r in answers:
+        pool, label = by_id.get(str(r["problem_id"])), index.get(route_key(r["route"]))
+        config = by_label.get(label) if label is not None else None
+        if pool is None or config is None or not config.applies(pool):
+            missed += 1
+            continue
+        rng = random.Random(f"{seed}:{pool.id}:{config.name}")
+        runs = [o for o in pricer.outcomes(pool, config, rng) if o.signals is not None]
+        task = task_type_of(pool)
+        out += [Replayed(pool.id, model.probability(replace(o.signals, task_type=task)), o.correct, 1.0 / len(runs))
+                for o in runs if o.signals is not None]  # fmt: skip
+    return out, missed
+
+
+def score(rows: Sequence[Replayed], *, seed: int = 0, resamples: int = BOOTSTRAP) -> dict[str, Any]:
+    """ECE (10 bins) with a 95% bootstrap over problems, mean probability and accuracy."""
+    probs, right, weights = [r.probability for r in rows], [r.correct for r in rows], [r.weight for r in rows]
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r.problem, []).append(i)
+    members = list(groups.values())
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        picked = [i for g in rng.integers(0, len(members), len(members)) for i in members[g]]
+        draws.append(expected_calibration_error([probs[i] for i in picked], [right[i] for i in picked],
+                                                [weights[i] for i in picked]))  # fmt: skip
+    total = sum(weights)
+    return {
+        "ece": expected_calibration_error(probs, right, weights),
+        "interval": [float(x) for x in np.percentile(draws, [2.5, 97.5])],
+        "mean_confidence": sum(p * w for p, w in zip(probs, weights, strict=True)) / total,
+        "accuracy": sum(w for c, w in zip(right, weights, strict=True) if c) / total,
+        "problems": len(members),
+    }
+
+
+def read_routed(directory: Path) -> list[dict[str, Any]]:
+    """The records of a routed run's chunks (headers left out)."""
+    records: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*-[0-9][0-9][0-9][0-9][0-9].jsonl")):
+        records += [r for r in map(json.loads, path.read_text().splitlines()) if r.get("type") != "header"]
+    return records
+
+
+def read_model(path: str) -> Calibrator:
+    """A confidence model from a file, or from a commit (``git:REV:PATH``: the model a past run was
+    served by), widened to this code's features."""
+    if path.startswith("git:"):
+        text = subprocess.run(["git", "show", path.removeprefix("git:")], check=True, capture_output=True, text=True)
+        return Calibrator.from_dict(widened(json.loads(text.stdout)))
+    return Calibrator.from_dict(widened(json.loads(Path(path).read_text())))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.served_replay", description=__doc__.split("\n")[0])
+    parser.add_argument("--routed", type=Path, required=True, help="a routed run's folder of record chunks")
+    parser.add_argument("--pools", type=Path, default=Path("docs/data/calibration/pools/qwen2.5-coder-0.5b"))
+    parser.add_argument("--model", action="append", required=True,
+                        help="NAME=PATH (or NAME=git:REV:PATH) of a confidence model")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="write the result as JSON here")
+    args = parser.parse_args(argv)
+    answers = answered(read_routed(args.routed))
+    pools = read_pools(args.pools, "heldout")
+    live = [(float(r["confidence"]), bool(r["correct"])) for r in answers]
+    result: dict[str, Any] = {
+        "routed": str(args.routed), "pools": str(args.pools), "answers": len(answers),
+        "live_ece_of_the_served_model": expected_calibration_error([p for p, _ in live], [c for _, c in live]),
+        "models": {},
+    }  # fmt: skip
+    for spec in args.model:
+        name, _, path = spec.partition("=")
+        model = read_model(path)
+        rows, missed = replay(answers, pools, model)
+        result["models"][name] = score(rows) | {"path": path, "not_replayed": missed,
+                                                "provenance": dict(model.provenance) | {"chunks": None}}  # fmt: skip
+        print(f"{name}: {json.dumps(result['models'][name] | {'provenance': None})}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
