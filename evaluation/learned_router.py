@@ -275,18 +275,14 @@ def load_problems(
     the latency model of its own calls) and embed the pools of each split in ``directory``."""
     from evaluation.embeddings import feature_rows
     from evaluation.pools import read_pools, task_type_of
-    from evaluation.pricing import Pricer
+    from evaluation.pricing import Pricer, stop_rule
     from evaluation.pricing_table import default_configs, fit_latency, judges_in, price_all
     from evaluation.route_fit import problem_stats
-    from services.search.strategies.stopping import should_stop
 
     pools = {split: read_pools(directory, split) for split in splits}
     if not all(pools.values()):
         raise SystemExit(f"error: a split of {list(splits)} has no pools in {directory}")
     k = min(len(d.sampled) for p in pools[splits[0]] for d in p.draws.values())
-
-    def stop(votes: Any, remaining: float) -> bool:
-        return should_stop(votes, remaining, 0.9).stop
 
     configs = default_configs(k, judges_in(pools[splits[0]]))
     every = [p for split in splits for p in pools[split]]
@@ -295,7 +291,7 @@ def load_problems(
     embed_s = time.monotonic() - t0
     out: dict[str, list[Problem]] = {}
     for split, members in pools.items():
-        pricer = Pricer(fit_latency(members), stop, seed=seed)
+        pricer = Pricer(fit_latency(members), stop_rule(0.9), seed=seed)
         stats = problem_stats(members, price_all(pricer, members, configs), configs)
         out[split] = [
             Problem(st, features[p.id], task_type_of(p), p.family, "code" not in p.draws, p.kind)

@@ -30,7 +30,7 @@ Configurations (``Config.family``), mirroring the strategies:
   oracle: a right candidate exists among ``n``; an upper bound, not a strategy).
 
 The early-stopping rule is passed in (``StopRule``): the orchestrator's own
-``should_stop`` in production, so the replay stops where the strategy would.
+``should_stop`` in production (:func:`stop_rule`), so the replay stops where the strategy would.
 """
 
 from __future__ import annotations
@@ -44,10 +44,20 @@ from typing import Any, Literal
 
 from evaluation.pools import Call, Draw, PoolCandidate, ProblemPool
 from services.common.confidence import ConfidenceSignals
+from services.search.strategies.stopping import should_stop
 
 StopRule = Callable[[Mapping[str, float], float], bool]  # (votes per key, weight still to come) -> stop
 Family = Literal["cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass"]
 DEFAULT_LIMIT = 128
+
+
+def stop_rule(confidence: float) -> StopRule:
+    """The orchestrator's early-stopping rule at ``confidence``, as the pricer replays it."""
+
+    def stop(votes: Mapping[str, float], remaining: float) -> bool:
+        return should_stop(votes, remaining, confidence).stop
+
+    return stop
 
 
 @dataclass(frozen=True)

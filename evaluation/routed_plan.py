@@ -178,20 +178,28 @@ def error_counts(found: Mapping[tuple[str, str], Outcome]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def answers(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The answers of a routed run: the newest record per (problem, effort) stands, as in
+    :func:`outcomes`; one request's answer counts once, whatever efforts it stands for; an error
+    (or an ungraded reply) is no answer."""
+    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        for effort in r["efforts"]:
+            newest[(r["problem_id"], effort)] = r
+    unique = {id(r): r for r in newest.values()}
+    return [r for r in unique.values() if not r.get("error") and r.get("correct") is not None]
+
+
 def served_calibration(records: Sequence[Mapping[str, Any]], *, bins: int = 10, seed: int = 0,
                        resamples: int = BOOTSTRAP) -> dict[str, Any]:  # fmt: skip
     """How calibrated the served ``ttc.confidence`` is on these answers: ECE (``bins`` equal
     bins) with a 95% percentile bootstrap over problems, mean confidence against accuracy.
     One request's answer counts once, whatever efforts it stands for (they are one answer); an
     error is no answer, and an answer served without a confidence (no vote to read) is counted
-    apart, never scored. The newest record per (problem, effort) stands, as in :func:`outcomes`."""
-    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in records:
-        for effort in r["efforts"]:
-            newest[(r["problem_id"], effort)] = r
-    answers = {id(r): r for r in newest.values() if not r.get("error") and r.get("correct") is not None}
-    scored = [r for r in answers.values() if r.get("confidence") is not None]
-    out: dict[str, Any] = {"answers": len(answers), "without_confidence": len(answers) - len(scored),
+    apart, never scored (:func:`answers`)."""
+    answered = answers(records)
+    scored = [r for r in answered if r.get("confidence") is not None]
+    out: dict[str, Any] = {"answers": len(answered), "without_confidence": len(answered) - len(scored),
                            "scored": len(scored)}  # fmt: skip
     if not scored:
         return out | {"ece": None, "interval": None, "mean_confidence": None, "accuracy": None}

@@ -31,13 +31,13 @@ import numpy as np
 from evaluation.calibration_metrics import expected_calibration_error
 from evaluation.heldout_ladder import label_index, route_key
 from evaluation.pools import ProblemPool, read_pools, task_type_of
-from evaluation.pricing import Pricer
+from evaluation.pricing import Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency, judges_in
 from evaluation.route_fit import label_of
+from evaluation.routed_plan import answers
 from services.common.confidence import FEATURES, TASK_FEATURES, Calibrator
-from services.search.strategies.stopping import should_stop
 
-STOP_CONFIDENCE = 0.9  # the served early-stopping confidence (loadtests/pools/calibrate.py:stop_rule)
+STOP_CONFIDENCE = 0.9  # the served early-stopping confidence, as the routed run's report prices it
 BOOTSTRAP = 1000
 
 
@@ -52,14 +52,9 @@ class Replayed:
 
 
 def answered(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The answers the live figure scores (``evaluation.routed_plan.served_calibration``'s rule):
-    the newest record per (problem, effort), each request once, no error, a served confidence."""
-    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in records:
-        for effort in r["efforts"]:
-            newest[(r["problem_id"], effort)] = r
-    unique = {id(r): r for r in newest.values()}
-    return [r for r in unique.values() if not r.get("error") and r.get("confidence") is not None]
+    """The answers the live figure scores (``evaluation.routed_plan.served_calibration``): each
+    answer once, with a served confidence."""
+    return [r for r in answers(records) if r.get("confidence") is not None]
 
 
 def widened(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,8 +79,7 @@ def replay(answers: Sequence[Mapping[str, Any]], pools: Sequence[ProblemPool], m
     index = label_index(configs, pools)
     by_label = {label_of(c): c for c in configs}
     by_id = {p.id: p for p in pools}
-    stop = lambda votes, remaining: should_stop(votes, remaining, STOP_CONFIDENCE).stop  # noqa: E731
-    pricer = Pricer(fit_latency(list(pools)), stop, limit=limit, seed=seed)
+    pricer = Pricer(fit_latency(list(pools)), stop_rule(STOP_CONFIDENCE), limit=limit, seed=seed)
     out: list[Replayed] = []
     missed = 0
     for r in answers:

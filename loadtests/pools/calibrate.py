@@ -24,13 +24,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evaluation.datasets import Problem
 from evaluation.embeddings import feature_rows
 from evaluation.live_join import LiveSet
 from evaluation.pools import ProblemPool, iter_chunks, read_pools
-from evaluation.pricing import Config, Pricer, StopRule
+from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency, judges_in
 from evaluation.problemset import FAMILIES, TASK_KINDS, build_problem_set, check_disjoint
 from evaluation.provenance import git_describe
@@ -38,7 +37,6 @@ from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source
 from loadtests.pools.draw import DrawSettings
 from loadtests.pools.live import DEFAULT_LIVE, live_set
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
-from services.search.strategies.stopping import should_stop
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "docs" / "data" / "calibration"
@@ -116,15 +114,6 @@ def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
         overlap=not a.sequential,
     )  # fmt: skip
     return asyncio.run(run.run())
-
-
-def stop_rule(confidence: float) -> StopRule:
-    """The orchestrator's early-stopping rule at ``confidence``, as the pricer replays it."""
-
-    def stop(votes: Any, remaining: float) -> bool:
-        return should_stop(votes, remaining, confidence).stop
-
-    return stop
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 from evaluation.datasets import Split
 from evaluation.live_configs import live_table
 from evaluation.pools import DRAW_KINDS, iter_chunks, read_pools
-from evaluation.pricing import Pricer
+from evaluation.pricing import Pricer, StopRule, stop_rule
 from evaluation.pricing_table import (
     Row,
     cascade,
@@ -48,7 +48,6 @@ from evaluation.provenance import provenance
 from loadtests.pools import calibrate, escalation, heldout, live, routed, validate
 from loadtests.pools.draw import DrawSettings, program_prompt_changed, program_version
 from loadtests.pools.run import DEFAULT_POOLS, PoolRun, StaleSettings, data_provenance
-from services.search.strategies.stopping import should_stop
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
@@ -146,11 +145,7 @@ def cmd_table(a: argparse.Namespace) -> int:
         print("no pools drawn yet", file=sys.stderr)
         return 1
     k = min(len(d.sampled) for p in pools for d in p.draws.values())
-
-    def stop(votes: Any, remaining: float) -> bool:
-        return should_stop(votes, remaining, a.confidence).stop
-
-    pricer = Pricer(fit_latency(pools), stop, limit=a.limit, seed=a.seed)
+    pricer = Pricer(fit_latency(pools), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
     configs = default_configs(k, judges_in(pools))
     priced = price_all(pricer, pools, configs)
     rows = table(pools, priced, a.seed)
@@ -159,7 +154,7 @@ def cmd_table(a: argparse.Namespace) -> int:
     if measured is not None:  # sequential and tree strategies, beside the priced ones on their subset
         rows += live_table(pools, priced, measured.estimates, a.seed)
     if a.large_model:
-        rows += _cascade_rows(a, pools, pricer, stop)
+        rows += _cascade_rows(a, pools, pricer, pricer.stop)
     keep = {c for c in a.configs.split(",") if c} or None
     print(f"{len(pools)} problems ({a.split}), k={k}; latency model {pricer.latency}")
     _print_rows(rows, keep)
@@ -173,7 +168,7 @@ def cmd_table(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop: Any) -> list[Row]:
+def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop: StopRule | None) -> list[Row]:
     large = {p.id: p for p in read_pools(DEFAULT_POOLS / a.large_model)}
     both = [p for p in pools if p.id in large]
     if not both:

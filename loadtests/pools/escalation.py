@@ -25,11 +25,11 @@ from typing import Any
 
 from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown, served_route
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
-from evaluation.pricing import Config, Pricer
+from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency
 from evaluation.provenance import write_raw
 from evaluation.route_fit import pools_provenance, route_of
-from loadtests.pools.calibrate import relative_to_root, stop_rule
+from loadtests.pools.calibrate import relative_to_root
 from loadtests.pools.run import DEFAULT_POOLS
 
 DEFAULT_PAIRS = (

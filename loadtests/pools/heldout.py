@@ -39,13 +39,13 @@ from evaluation.heldout_ladder import (
     routed_labels,
 )
 from evaluation.pools import iter_chunks, read_pools, task_type_of
-from evaluation.pricing import Config, Pricer
+from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import fit_latency, price_all
 from evaluation.provenance import provenance
 from evaluation.route_fit import NOT_ROUTABLE, pools_provenance, problem_stats
 from loadtests.grid import EFFORTS
 from loadtests.ladder import route_questions
-from loadtests.pools.calibrate import ROOT, fit_pools, relative_to_root, stop_rule
+from loadtests.pools.calibrate import ROOT, fit_pools, relative_to_root
 from loadtests.pools.run import DEFAULT_POOLS
 from services.gateway.routing import RoutingTable
 

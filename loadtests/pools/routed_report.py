@@ -25,11 +25,10 @@ from evaluation.heldout_ladder import (
     routed_labels,
 )
 from evaluation.pools import ProblemPool, task_type_of
-from evaluation.pricing import Pricer
+from evaluation.pricing import Pricer, stop_rule
 from evaluation.pricing_table import fit_latency, price_all
 from evaluation.route_fit import problem_stats
 from loadtests.ladder import route_questions
-from loadtests.pools.calibrate import stop_rule
 from loadtests.pools.heldout import HEADER, _row
 from services.gateway.routing import RoutingTable
 
