@@ -37,8 +37,8 @@ from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source
 from loadtests.pools.draw import DrawSettings
 from loadtests.pools.live import DEFAULT_LIVE, live_set
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
+from loadtests.pools.services import ROOT, relative_to_root
 
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "docs" / "data" / "calibration"
 # Small enough that 0.2 h on SmolLM2-135M on two cores draws a usable table: one or two
 # problems of every family (the set interleaves families, so any prefix covers them all).
@@ -159,13 +159,6 @@ def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
     """Price and fit on every calibration pool in ``pools_dir``."""
     return fit_pools(pools_dir, a.model, estimator=a.estimator, confidence=a.confidence, limit=a.limit,
                      seed=a.seed).fit  # fmt: skip
-
-
-def relative_to_root(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def run(a: argparse.Namespace) -> int:

@@ -29,8 +29,8 @@ from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency
 from evaluation.provenance import write_raw
 from evaluation.route_fit import pools_provenance, route_of
-from loadtests.pools.calibrate import relative_to_root
 from loadtests.pools.run import DEFAULT_POOLS
+from loadtests.pools.services import relative_to_root
 
 DEFAULT_PAIRS = (
     "pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1", "pot@2->pot@1", "pot@3->pot@1",

@@ -45,8 +45,9 @@ from evaluation.provenance import provenance
 from evaluation.route_fit import NOT_ROUTABLE, pools_provenance, problem_stats
 from loadtests.grid import EFFORTS
 from loadtests.ladder import route_questions
-from loadtests.pools.calibrate import ROOT, fit_pools, relative_to_root
+from loadtests.pools.calibrate import fit_pools
 from loadtests.pools.run import DEFAULT_POOLS
+from loadtests.pools.services import ROOT, relative_to_root
 from services.gateway.routing import RoutingTable
 
 DEFAULT_OUT_DIR = ROOT / "docs" / "data" / "calibration"

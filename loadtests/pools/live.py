@@ -39,7 +39,7 @@ from evaluation.pricing import Config, Pricer
 from evaluation.pricing_table import Row, default_configs, fit_latency, judges_in, price_all
 from evaluation.provenance import git_describe
 from evaluation.simulator_check import GatewayPin, LiveRecord
-from loadtests.pools.services import ROOT
+from loadtests.pools.services import ROOT, relative_to_root
 from loadtests.pools.validate import REPORT, Validation, ValidationError, read_records
 from loadtests.pools.validate import add_arguments as validation_arguments
 from loadtests.pools.validate import run as validation_run
@@ -96,7 +96,7 @@ class LiveRun(Validation):
                 "git_describe": git_describe(),
                 "model": self.model,
                 "model_sha256": sha,
-                "pools": str(self.pools_dir),
+                "pools": relative_to_root(self.pools_dir),
                 "records": len(records),
                 "infrastructure_errors": errors,
                 "chunks": len(headers),

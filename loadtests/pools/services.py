@@ -189,3 +189,11 @@ def _withdraw(marker: Path, me: str) -> None:
             marker.unlink()
     except OSError:
         pass
+
+
+def relative_to_root(path: Path) -> str:
+    """``path`` relative to the checkout (what a committed report names), else as given."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)

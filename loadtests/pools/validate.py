@@ -52,7 +52,7 @@ from loadtests.client import Reply, request_kwargs, send
 from loadtests.grid import Cell
 from loadtests.pools.grading import CodeGrader
 from loadtests.pools.run import DEFAULT_POOLS, model_sha256
-from loadtests.pools.services import ROOT, model_lock
+from loadtests.pools.services import ROOT, model_lock, relative_to_root
 from loadtests.runner import GAVE_UP, request_seed
 from services.common.answers import extract_answer
 from services.search.strategies.stopping import should_stop
@@ -358,8 +358,9 @@ class Validation:
     def _write(self, seq: int, sha: str, wanted: dict[str, Any], done: Sequence[dict[str, Any]], wall: float,
                waited: float) -> Path:  # fmt: skip
         header = {
-            "git_describe": git_describe(), "model": self.model, "model_sha256": sha, "pools": str(self.pools_dir),
-            "split": self.split, "settings": wanted, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git_describe": git_describe(), "model": self.model, "model_sha256": sha,
+            "pools": relative_to_root(self.pools_dir), "split": self.split, "settings": wanted,
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_s": round(wall, 1), "lock_wait_s": round(waited, 1), "loadavg": load_average(), "base_url": self._url,
         }  # fmt: skip
         return write_records(self.out, self.split, seq, header, done)
@@ -429,7 +430,7 @@ class Validation:
             "git_describe": git_describe(),
             "model": self.model,
             "model_sha256": sha,
-            "pools": str(self.pools_dir),
+            "pools": relative_to_root(self.pools_dir),
             "split": self.split,
             "pool_settings": settings,
             "records": len(records),
