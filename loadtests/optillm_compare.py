@@ -231,7 +231,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--log-dir", default="reports/optillm", help="logs of the children and the stack")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="client timeout per request")
     p.add_argument("--no-start-stack", action="store_true", help="fail rather than start `ttc stack`")
+    p.add_argument("--report-only", action="store_true", help="send nothing: summarize the records so far")
     return p.parse_args(argv)
+
+
+def send(
+    a: argparse.Namespace, configs: list[Config], problems: list[Problem], out: Path
+) -> list[dict[str, Any]] | None:
+    """Run the comparison (starting ``ttc stack`` when no gateway answers); ``None`` when there
+    is no gateway and starting one is not allowed."""
+    from loadtests.full import Stack, _healthy
+
+    stack: Stack | None = None
+    if not _healthy(a.base_url):
+        if a.no_start_stack:
+            print(f"no gateway at {a.base_url}; start it with `make run`", file=sys.stderr)
+            return None
+        print(f"no gateway at {a.base_url}: starting `ttc stack` with {a.model}", flush=True)
+        stack = Stack(a.model, a.base_url, Path(a.log_dir) / a.label / "stack.log")
+        stack.start()
+    try:
+        return run(a, configs, problems, out)
+    finally:
+        if stack is not None:
+            stack.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,21 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     problems = select_problems(a.problems, split_names(a.families), a.seed)
     started = provenance(a.model, label=a.label, problems=len(problems), seed=a.seed)
-    from loadtests.full import Stack, _healthy
-
-    stack: Stack | None = None
-    if not _healthy(a.base_url):
-        if a.no_start_stack:
-            print(f"no gateway at {a.base_url}; start it with `make run`", file=sys.stderr)
-            return 2
-        print(f"no gateway at {a.base_url}: starting `ttc stack` with {a.model}", flush=True)
-        stack = Stack(a.model, a.base_url, Path(a.log_dir) / a.label / "stack.log")
-        stack.start()
-    try:
-        records = run(a, configs, problems, out)
-    finally:
-        if stack is not None:
-            stack.stop()
+    records = read_records(out / "records.jsonl") if a.report_only else send(a, configs, problems, out)
+    if records is None:
+        return 2
     result = summary(records, configs)
     path = write_raw("optillm", result, model=a.model, started=started, out_dir=out, argv=sys.argv)
     print(result["markdown"])

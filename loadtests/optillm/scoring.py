@@ -6,8 +6,10 @@ writes them): ``config``, ``problem_id``, ``kind`` (task kind), ``outcome`` (``c
 gateway's own usage summed over every call OptiLLM made, or our gateway's usage for an
 effort), ``prompt_tokens`` and ``latency_s`` (the client's wall clock).
 
-Accuracy counts an error as not correct (an approach that cannot run on this engine does not
-get to drop its failures), and the errors are shown beside it.
+An error (the proxy or the gateway failing, a timeout: no answer to grade) is never a wrong
+answer: accuracy and its interval are over the graded requests, and the errors are counted
+beside it, so an approach that fails often shows it there. Tokens and latency are over every
+request, errors included: what was spent was spent.
 """
 
 from __future__ import annotations
@@ -44,16 +46,19 @@ class Row:
 
 
 def row(config: str, group: str, records: Sequence[dict[str, Any]]) -> Row:
+    """``problems``: the graded requests (errors apart); tokens and latency over all of them."""
     n = len(records)
+    errors = sum(r["outcome"] == "error" for r in records)
+    graded = n - errors
     correct = sum(r["outcome"] == "correct" for r in records)
-    low, high = wilson(correct, n)
+    low, high = wilson(correct, graded)
     return Row(
         config=config,
         group=group,
-        problems=n,
+        problems=graded,
         correct=correct,
-        errors=sum(r["outcome"] == "error" for r in records),
-        accuracy=correct / n if n else 0.0,
+        errors=errors,
+        accuracy=correct / graded if graded else 0.0,
         ci_low=low,
         ci_high=high,
         mean_generated_tokens=sum(int(r.get("generated_tokens") or 0) for r in records) / n if n else 0.0,
@@ -126,7 +131,7 @@ def verdict(rows: Sequence[Row], effort: str = "ttc:high", token_ratio: float = 
 def markdown(rows: Sequence[Row]) -> str:
     """The table as Markdown: accuracy with its 95% Wilson interval, tokens, p50 latency."""
     lines = [
-        "| configuration | group | problems | accuracy | 95% CI | errors | generated tok | prompt tok | p50 s |",
+        "| configuration | group | graded | accuracy | 95% CI | errors | generated tok | prompt tok | p50 s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

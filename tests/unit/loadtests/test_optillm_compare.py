@@ -60,17 +60,20 @@ def test_ledger_sums_usage_and_keeps_rejections_with_their_fields() -> None:
     assert ledger.rejections == [{"call": 2, "status": 400, "error": bad["error"], "fields": ["logprobs"]}]
 
 
-def test_summary_counts_errors_as_failures_with_wilson_intervals() -> None:
+def test_summary_keeps_errors_apart_from_wrong_answers_with_wilson_intervals() -> None:
     records = [rec("ttc:none", "p1", "correct", 100), rec("ttc:none", "p2", "wrong", 300),
-               rec("ttc:none", "p3", "error", 0, kind="code")]  # fmt: skip
+               rec("ttc:none", "p3", "error", 30, kind="code")]  # fmt: skip
     rows = summarize(records, ["ttc:none", "ttc:high"])
     overall = rows[0]
-    assert (overall.group, overall.problems, overall.correct, overall.errors) == ("all", 3, 1, 1)
-    assert overall.accuracy == pytest.approx(1 / 3)
-    assert 0.0 < overall.ci_low < 1 / 3 < overall.ci_high < 1.0
-    assert overall.mean_generated_tokens == pytest.approx(400 / 3)
+    # the error is no answer, not a wrong one: accuracy is over the two graded requests
+    assert (overall.group, overall.problems, overall.correct, overall.errors) == ("all", 2, 1, 1)
+    assert overall.accuracy == pytest.approx(1 / 2)
+    assert 0.0 < overall.ci_low < 1 / 2 < overall.ci_high < 1.0
+    assert overall.mean_generated_tokens == pytest.approx(430 / 3)  # what the error spent counts
     assert [r.group for r in rows] == ["all", "arithmetic", "code"]  # no rows for a config with no records
-    assert "| ttc:none | all | 3 | 0.33 |" in markdown(rows)
+    code = rows[2]
+    assert (code.problems, code.errors, code.accuracy) == (0, 1, 0.0)
+    assert "| ttc:none | all | 2 | 0.50 |" in markdown(rows)
 
 
 def test_a_record_written_twice_counts_once_and_tables_compare_shared_problems() -> None:
