@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from services.common.confidence import clip
 
 
@@ -42,3 +44,19 @@ def log_loss(probs: Sequence[float], right: Sequence[bool], weights: Sequence[fl
     total = sum(w)
     loss = sum(-wi * math.log(clip(p) if r else 1.0 - clip(p)) for p, r, wi in zip(probs, right, w, strict=True))
     return loss / total if total else 0.0
+
+
+def bootstrap_ece(probs: Sequence[float], right: Sequence[bool], weights: Sequence[float] | None,
+                  groups: Sequence[Sequence[int]], *, seed: int = 0, resamples: int = 1000,
+                  bins: int = 10) -> tuple[float, float]:  # fmt: skip
+    """The 95% percentile bootstrap interval of the ECE, resampling ``groups`` (the row indices
+    of one problem each) with replacement: rows of one problem are never split."""
+    w = [1.0] * len(probs) if weights is None else list(weights)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        picked = [i for g in rng.integers(0, len(groups), len(groups)) for i in groups[g]]
+        draws.append(expected_calibration_error([probs[i] for i in picked], [right[i] for i in picked],
+                                                [w[i] for i in picked], bins=bins))  # fmt: skip
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return float(low), float(high)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration import PREFILL_WEIGHT
-from evaluation.calibration_metrics import expected_calibration_error
+from evaluation.calibration_metrics import bootstrap_ece, expected_calibration_error
 from evaluation.heldout_ladder import ALL, Summary, route_key
 from evaluation.intervals import BOOTSTRAP, wilson
 
@@ -209,12 +209,7 @@ def served_calibration(records: Sequence[Mapping[str, Any]], *, bins: int = 10, 
     for i, r in enumerate(scored):
         by_problem.setdefault(str(r["problem_id"]), []).append(i)
     groups = list(by_problem.values())
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(resamples):
-        picked = [i for g in rng.integers(0, len(groups), len(groups)) for i in groups[g]]
-        draws.append(expected_calibration_error([probs[i] for i in picked], [right[i] for i in picked], bins=bins))
-    low, high = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
+    low, high = bootstrap_ece(probs, right, None, groups, seed=seed, resamples=resamples, bins=bins)
     return out | {"ece": expected_calibration_error(probs, right, bins=bins), "interval": (low, high),
                   "mean_confidence": float(np.mean(probs)), "accuracy": float(np.mean(right)),
                   "problems": len(groups)}  # fmt: skip

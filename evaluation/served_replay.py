@@ -26,9 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from evaluation.calibration_metrics import expected_calibration_error
+from evaluation.calibration_metrics import bootstrap_ece, expected_calibration_error
 from evaluation.heldout_ladder import label_index, route_key
 from evaluation.pools import ProblemPool, read_pools, task_type_of
 from evaluation.pricing import Pricer, stop_rule
@@ -103,16 +101,11 @@ def score(rows: Sequence[Replayed], *, seed: int = 0, resamples: int = BOOTSTRAP
     for i, r in enumerate(rows):
         groups.setdefault(r.problem, []).append(i)
     members = list(groups.values())
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(resamples):
-        picked = [i for g in rng.integers(0, len(members), len(members)) for i in members[g]]
-        draws.append(expected_calibration_error([probs[i] for i in picked], [right[i] for i in picked],
-                                                [weights[i] for i in picked]))  # fmt: skip
+    interval = bootstrap_ece(probs, right, weights, members, seed=seed, resamples=resamples)
     total = sum(weights)
     return {
         "ece": expected_calibration_error(probs, right, weights),
-        "interval": [float(x) for x in np.percentile(draws, [2.5, 97.5])],
+        "interval": list(interval),
         "mean_confidence": sum(p * w for p, w in zip(probs, weights, strict=True)) / total,
         "accuracy": sum(w for c, w in zip(right, weights, strict=True) if c) / total,
         "problems": len(members),
