@@ -8,6 +8,7 @@ search context turns that into termination ``error`` while keeping the best answ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -232,21 +233,23 @@ class GrpcPolicy:
         try:
             # Reopened on UNAVAILABLE (on the next replica first) only before its first chunk (retry.stream).
             open_call = lambda: self._stub.GenerateStream(request, timeout=self._timeout, metadata=context)  # noqa: E731
-            async for chunk in stream(open_call, attempts):
-                if chunk.HasField("usage"):
-                    usage = chunk.usage  # the final chunk: it replaces the first chunk's count
-                elif chunk.prompt_tokens:
-                    usage = common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, cached_tokens=chunk.cached_tokens)
-                part = parts.setdefault(chunk.index, _Streamed())
-                part.tokens = max(part.tokens, chunk.completion_tokens)
-                if chunk.text_delta:
-                    part.text.append(chunk.text_delta)
-                    if on_text is not None:
-                        await on_text(chunk.index, chunk.text_delta)
-                if chunk.finish_reason:
-                    part.finish = chunk.finish_reason
-                part.tool_calls.extend(chunk.tool_calls)
-                part.logprobs.extend(chunk.logprobs)
+            chunks = stream(open_call, attempts)
+            async with contextlib.aclosing(chunks):  # closed at once on a cancel: it cancels the call
+                async for chunk in chunks:
+                    if chunk.HasField("usage"):
+                        usage = chunk.usage  # the final chunk: it replaces the first chunk's count
+                    elif chunk.prompt_tokens:
+                        usage = common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, cached_tokens=chunk.cached_tokens)
+                    part = parts.setdefault(chunk.index, _Streamed())
+                    part.tokens = max(part.tokens, chunk.completion_tokens)
+                    if chunk.text_delta:
+                        part.text.append(chunk.text_delta)
+                        if on_text is not None:
+                            await on_text(chunk.index, chunk.text_delta)
+                    if chunk.finish_reason:
+                        part.finish = chunk.finish_reason
+                    part.tool_calls.extend(chunk.tool_calls)
+                    part.logprobs.extend(chunk.logprobs)
         except (asyncio.CancelledError, grpc.aio.AioRpcError) as err:
             if on_partial is not None and parts:
                 on_partial(_assembled(parts, usage, seeds))

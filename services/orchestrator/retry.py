@@ -104,18 +104,34 @@ class Attempts:
 
 async def stream(open_call: Callable[[], AsyncIterator[T]], attempts: Attempts) -> AsyncIterator[T]:
     """The chunks of a streaming call, reopened on UNAVAILABLE or CANCELLED only until its first chunk
-    arrives; after that an error propagates (see the module docstring)."""
+    arrives; after that an error propagates (see the module docstring).
+
+    Closed before its end (the caller's task cancelled while it handled a chunk, or the caller
+    stopped reading), it cancels the open call at once. grpc.aio cancels a call itself only when
+    the cancel lands inside a read; one that lands elsewhere left the call decoding on the
+    engine until the garbage collector dropped it (CI saw the policy count no abort: tests/e2e/test_open_paths.py)."""
     while True:
-        chunks = aiter(open_call())
+        call = open_call()
+        chunks = aiter(call)
         try:
-            first = await anext(chunks)
-        except StopAsyncIteration:
+            try:
+                first = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except grpc.aio.AioRpcError as err:
+                if await attempts.again(err):
+                    continue
+                raise
+            yield first
+            async for chunk in chunks:
+                yield chunk
             return
-        except grpc.aio.AioRpcError as err:
-            if await attempts.again(err):
-                continue
-            raise
-        yield first
-        async for chunk in chunks:
-            yield chunk
-        return
+        finally:
+            cancel_unfinished(call)
+
+
+def cancel_unfinished(call: object) -> None:
+    """Cancel a gRPC call that has not ended (a no-op for one that has, or for a plain iterator)."""
+    done, cancel = getattr(call, "done", None), getattr(call, "cancel", None)
+    if callable(done) and callable(cancel) and not done():
+        cancel()

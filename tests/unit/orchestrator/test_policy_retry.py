@@ -143,3 +143,47 @@ async def test_a_stream_is_retried_before_its_first_chunk_and_never_after(cut: b
     # was not (its text had reached the client: a retry would send it twice).
     assert fake.opened == 3 and len(reasons) == 2
     assert texts == (["Forty"] if cut else ["Forty", "-two"])
+
+
+class EndlessStream(FakePolicy):
+    """GenerateStream sends a chunk every 20 ms until its caller cancels it (then ``cancelled`` is set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = asyncio.Event()
+
+    async def GenerateStream(self, request, context) -> AsyncIterator[policy_pb2.GenerateChunk]:  # type: ignore[no-untyped-def]
+        try:
+            while True:
+                yield policy_pb2.GenerateChunk(index=0, text_delta="1, ", completion_tokens=1)
+                await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+async def test_a_search_cancelled_between_reads_cancels_its_stream_at_once() -> None:
+    """The worker's deadline cancels the search while it hands a chunk on (here: ``on_text``
+    waits), not inside a gRPC read. The call must be cancelled then, not when the garbage
+    collector drops it: the traceback kept below holds the call's frames alive, as a job's
+    error handling can, so only an explicit cancel frees the engine."""
+    port = free_port()
+    fake = EndlessStream()
+    server = await _serve(fake, port)
+    handing_on = asyncio.Event()
+
+    async def on_text(index: int, delta: str) -> None:
+        handing_on.set()
+        await asyncio.sleep(60)
+
+    try:
+        async with insecure_channel(f"127.0.0.1:{port}") as channel:
+            task = asyncio.ensure_future(_ask(GrpcPolicy(channel, "qwen", timeout=60), on_text))
+            await asyncio.wait_for(handing_on.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError) as kept:
+                await task
+            await asyncio.wait_for(fake.cancelled.wait(), 5)
+            assert kept.value.__traceback__ is not None
+    finally:
+        await server.stop(None)
