@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -102,7 +102,7 @@ class Attempts:
         return True
 
 
-async def stream(open_call: Callable[[], AsyncIterator[T]], attempts: Attempts) -> AsyncIterator[T]:
+async def stream(open_call: Callable[[], AsyncIterator[T]], attempts: Attempts) -> AsyncGenerator[T, None]:
     """The chunks of a streaming call, reopened on UNAVAILABLE or CANCELLED only until its first chunk
     arrives; after that an error propagates (see the module docstring).
 

@@ -240,28 +240,37 @@ def test_a_generation_cut_off_by_its_deadline_reports_the_tokens_it_decoded(stac
     uncut_s = time.monotonic() - started
     assert uncut.usage is not None and uncut.usage.completion_tokens == 440, uncut.usage  # counting never stops
     for divisor in (3, 6, 12):
-        short = extra_gateway(stack, job_timeout_s=f"{max(uncut_s / divisor, 0.3):.2f}")
-        aborted = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
-        try:
-            client = openai.OpenAI(base_url=f"{short.url}/v1", api_key=ALICE, max_retries=0, timeout=60)
-            chunks = list(client.completions.create(**request, stream=True, stream_options={"include_usage": True}))
-            streamed = "".join(c.choices[0].text for c in chunks if c.choices)
-            usage = chunks[-1].usage
-            assert usage is not None and streamed, chunks[-3:]
-            if usage.completion_tokens == 440:
-                continue  # decoded whole within the deadline: a shorter one
-            assert 0 < usage.completion_tokens < 440, usage
-            stack.wait_for(
-                lambda before=aborted: stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") > before,
-                timeout=15,
-                what="the policy to count the aborted call's tokens",
-            )
-            decoded = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted
-            assert decoded >= usage.completion_tokens  # the engine may have decoded a token or two more
+        if _cut_reports_its_tokens(stack, request, deadline_s=max(uncut_s / divisor, 0.3)):
             return
-        finally:
-            short.stop()
     raise AssertionError(f"no deadline down to {uncut_s / 12:.2f}s cut a {uncut_s:.2f}s generation")
+
+
+def _cut_reports_its_tokens(stack: GatewayStack, request: dict[str, Any], deadline_s: float) -> bool:
+    """Stream ``request`` through a gateway whose job deadline is ``deadline_s``: False when it
+    decoded whole in time; else the cut reply's usage and the policy's abort counter agree."""
+    import openai
+
+    short = extra_gateway(stack, job_timeout_s=f"{deadline_s:.2f}")
+    aborted = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
+    try:
+        client = openai.OpenAI(base_url=f"{short.url}/v1", api_key=ALICE, max_retries=0, timeout=60)
+        chunks = list(client.completions.create(**request, stream=True, stream_options={"include_usage": True}))
+        streamed = "".join(c.choices[0].text for c in chunks if c.choices)
+        usage = chunks[-1].usage
+        assert usage is not None and streamed, chunks[-3:]
+        if usage.completion_tokens == request["max_tokens"]:
+            return False
+        assert 0 < usage.completion_tokens < request["max_tokens"], usage
+        stack.wait_for(
+            lambda: stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") > aborted,
+            timeout=15,
+            what="the policy to count the aborted call's tokens",
+        )
+        decoded = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted
+        assert decoded >= usage.completion_tokens  # the engine may have decoded a token or two more
+        return True
+    finally:
+        short.stop()
 
 
 def test_a_strong_frequency_penalty_changes_greedy_output(stack: GatewayStack) -> None:
