@@ -104,12 +104,16 @@ def test_n4_generation_and_engine_stats(policy: policy_pb2_grpc.PolicyStub) -> N
     assert reply.usage.completion_tokens == sum(c.completion_tokens for c in reply.candidates)
     tokenized = policy.Tokenize(policy_pb2.TokenizeRequest(input=request.input), timeout=30)
     assert reply.usage.prompt_tokens == tokenized.count > 10
-    # The same seeds give the same candidates: per-candidate sampling is deterministic. Compared
-    # between two runs on the same compute path: the first run prefilled the prompt cold, later
-    # ones read it from the prefix cache, and those kernels' float results differ in the last
-    # bits, enough to flip a near-tie sample (seen once in CI, at token 15 of 24).
+    # The same seeds give the same candidates: per-candidate sampling is seeded. Compared between
+    # two runs that both read the prompt from the prefix cache (a cold prefill rounds differently).
+    # Even then vLLM's CPU kernels are not batch-invariant: the four children of an n=4 request
+    # can be prefilled and scheduled differently from run to run, and the last bits that moves
+    # flip a near-tie sample now and then (CI once: one candidate of four, mid-text). So three of
+    # four must match whole; unseeded sampling at temperature 0.9 would match none (24 tokens),
+    # so this still fails when seeds are not honoured.
     again = [c.text for c in policy.Generate(request, timeout=600).candidates]
-    assert [c.text for c in policy.Generate(request, timeout=600).candidates] == again
+    third = [c.text for c in policy.Generate(request, timeout=600).candidates]
+    assert sum(a == b for a, b in zip(again, third, strict=True)) >= 3, (again, third)
 
     after = stats(policy)
     assert 0.0 <= after.kv_cache_utilization <= 1.0
