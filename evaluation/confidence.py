@@ -26,7 +26,7 @@ import json
 import math
 import random
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,11 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
+from evaluation.confidence_prior import ALPHA as PRIOR_ALPHA
+from evaluation.confidence_prior import Priors, features_of, fit_priors, predict
+from evaluation.confidence_prior import out_of_fold as prior_oof
 from evaluation.pools import ProblemPool, iter_chunks, latest_pools, task_type_of
-from evaluation.pricing import DEFAULT_LIMIT, Config, LatencyModel, Pricer
+from evaluation.pricing import DEFAULT_LIMIT, Config, LatencyModel, Pricer, confidence_family
 from evaluation.pricing_table import default_configs, judges_in
 from services.common.confidence import (
     DEFAULT_PATH,
@@ -44,7 +47,9 @@ from services.common.confidence import (
     ModelKind,
     Row,
     fit,
+    prior_kind,
 )
+from services.common.difficulty_features import FEATURE_SET
 
 POOLS = Path("docs/data/calibration/pools/qwen2.5-coder-0.5b")
 OUT = Path("docs/data/confidence")
@@ -72,19 +77,22 @@ def confidence_configs(pools: Sequence[ProblemPool]) -> list[Config]:
     return [c for c in default_configs(k, judges_in(pools)) if c.family in REPLAYED and not c.early_stop]
 
 
-def replays(pool: ProblemPool, config: Config, *, seed: int = 0, limit: int = DEFAULT_LIMIT) -> list[Replay]:
+def replays(pool: ProblemPool, config: Config, *, seed: int = 0, limit: int = DEFAULT_LIMIT,
+            prior: Mapping[str, float] | None = None) -> list[Replay]:  # fmt: skip
     """Every replay of ``config`` on ``pool`` (none when it does not apply): the pricing's own
     runs (:meth:`evaluation.pricing.Pricer.outcomes`, same subsets, same seeded order), so the
     signals fitted on are the ones the priced cascade escalates on and the mean of ``correct`` is
-    the pricing's accuracy estimate. The signals carry the prompt's task type, as a served
+    the pricing's accuracy estimate. The signals carry the prompt's task type and, from
+    ``prior`` (kind -> value: :mod:`evaluation.confidence_prior`), its prior, as a served
     answer's do (``services/search/strategies/signals.py:answer_confidence``)."""
     if not config.applies(pool) or config.early_stop:
         return []
     rng = random.Random(f"{seed}:{pool.id}:{config.name}")
     runs = Pricer(LatencyModel(), limit=limit, seed=seed).outcomes(pool, config, rng)
     task = task_type_of(pool)
+    kind_prior = (prior or {}).get(prior_kind(confidence_family(config)))
     return [
-        Replay(pool.id, config.name, replace(o.signals, task_type=task), o.correct)
+        Replay(pool.id, config.name, replace(o.signals, task_type=task, prior=kind_prior), o.correct)
         for o in runs
         if o.signals is not None
     ]
@@ -102,12 +110,14 @@ class Weighted:
     weight: float
 
 
-def rows_of(pools: Sequence[ProblemPool], configs: Sequence[Config], *, seed: int = 0) -> list[Weighted]:
-    """Every configuration's replays on every pool, each (problem, configuration) weighing 1."""
+def rows_of(pools: Sequence[ProblemPool], configs: Sequence[Config], *, seed: int = 0,
+            priors: Priors | None = None) -> list[Weighted]:  # fmt: skip
+    """Every configuration's replays on every pool, each (problem, configuration) weighing 1;
+    with ``priors``, each problem's prompt priors in the signals."""
     out: list[Weighted] = []
     for pool in pools:
         for config in configs:
-            runs = replays(pool, config, seed=seed)
+            runs = replays(pool, config, seed=seed, prior=(priors or {}).get(pool.id))
             merged: dict[tuple[ConfidenceSignals, bool], float] = {}
             for r in runs:
                 merged[(r.signals, r.correct)] = merged.get((r.signals, r.correct), 0.0) + 1.0 / len(runs)
@@ -154,16 +164,21 @@ def load_split(directory: Path = POOLS) -> Split:
     return Split(train, test, "disjoint split", names)
 
 
+def fold_of(problem: str, folds: int = FOLDS) -> int:
+    """A problem's cross-validation fold (by a hash of its id: never split, stable across runs)."""
+    return int(bucket(problem, "fold") * folds)
+
+
 # ------------------------------------------------------------------------------------ selection
 def out_of_fold(rows: Sequence[Weighted], kind: ModelKind, folds: int = FOLDS) -> list[float | None]:
     """Each row's probability from a model of ``kind`` fitted on the other folds (folds by a hash
     of the problem id, so no problem is ever predicted by a model that saw it); ``None`` for rows
     whose fold had nothing else to fit on."""
-    fold_of = {r.problem: int(bucket(r.problem, "fold") * folds) for r in rows}
+    fold = {r.problem: fold_of(r.problem, folds) for r in rows}
     probs: list[float | None] = [None] * len(rows)
     for k in range(folds):
-        train = [r for r in rows if fold_of[r.problem] != k]
-        test = [i for i, r in enumerate(rows) if fold_of[r.problem] == k]
+        train = [r for r in rows if fold[r.problem] != k]
+        test = [i for i, r in enumerate(rows) if fold[r.problem] == k]
         if not train or not test:
             continue
         model = fit(as_rows(train), kind)
@@ -203,8 +218,12 @@ def git_describe() -> str:
 
 
 def fit_model(split: Split) -> tuple[Calibrator, dict[str, dict[str, float]], list[Weighted]]:
+    """The shipped model: prompt priors fitted on every calibration problem, and the calibrator
+    chosen by grouped cross-validation and fitted on rows whose priors are out of fold."""
     configs = confidence_configs(split.train + split.test)
-    rows = rows_of(split.train, configs)
+    features = features_of(split.train)
+    priors = fit_priors(split.train, features)
+    rows = rows_of(split.train, configs, priors=prior_oof(split.train, features, fold_of, FOLDS))
     if not rows:
         raise SystemExit("no calibration pools to fit on")
     cv = cross_validate(rows)
@@ -217,11 +236,18 @@ def fit_model(split: Split) -> tuple[Calibrator, dict[str, dict[str, float]], li
         "chunks": split.chunks,
         "configs": [c.name for c in configs],
         "selection": "grouped 5-fold log loss",
+        "priors": {
+            "kinds": sorted(priors),
+            "alpha": PRIOR_ALPHA,
+            "features": FEATURE_SET,
+            "rows": "out-of-fold priors (ridges fitted on the other folds)",
+        },
         "cross_validation": cv,
         "git_describe": git_describe(),
         "pools": str(POOLS),
     }
-    return fit(as_rows(rows), kind, provenance=provenance), cv, rows
+    model = fit(as_rows(rows), kind, provenance=provenance, priors=priors, prior_features=FEATURE_SET)
+    return model, cv, rows
 
 
 # ------------------------------------------------------------------------------------ report
@@ -297,7 +323,8 @@ def plot(diagram: list[dict[str, float]], raw: list[dict[str, float]], title: st
 
 def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
     configs = confidence_configs(split.train + split.test)
-    rows = rows_of(split.test, configs)
+    features = features_of(split.train + split.test)
+    rows = rows_of(split.test, configs, priors=predict(model.priors, split.test, features))
     if not rows:
         raise SystemExit("no problems to report on")
     probs = [model.probability(r.signals) for r in rows]
@@ -307,7 +334,8 @@ def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
         idx = [i for i, r in enumerate(rows) if r.signals.family == family]
         per_family[family] = metrics([rows[i] for i in idx], [probs[i] for i in idx])
     diagram = reliability(rows, probs)
-    everything = rows_of(split.train + split.test, configs)
+    everything = rows_of(split.train + split.test, configs,
+                         priors=prior_oof(split.train + split.test, features, fold_of, FOLDS))  # fmt: skip
     oof = [(r, p) for r, p in zip(everything, out_of_fold(everything, model.kind), strict=True) if p is not None]
     oof_rows, oof_probs = [r for r, _ in oof], [p for _, p in oof]
     result: dict[str, Any] = {

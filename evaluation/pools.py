@@ -249,8 +249,14 @@ def read_pools(directory: Path, split: str | None = None) -> list[ProblemPool]:
     return [pool for pool, _ in latest_pools(iter_chunks(directory, split)).values()]
 
 
+def prompt_text(pool: ProblemPool) -> str:
+    """The text a served request with this problem's question is read by (``estimation_text``:
+    its task type, difficulty and confidence prior)."""
+    return estimation_text([("user", str(pool.problem["question"]))], "")
+
+
 def task_type_of(pool: ProblemPool) -> TaskType:
     """The gateway's task type of the problem's prompt by today's rules (what a request with it
     is routed by, and what its served confidence reads); ``ProblemPool.task_type`` is what the
     rules said when it was drawn."""
-    return classify_task(estimation_text([("user", str(pool.problem["question"]))], ""))
+    return classify_task(prompt_text(pool))

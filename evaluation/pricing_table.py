@@ -12,9 +12,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from evaluation.intervals import bootstrap_interval
-from evaluation.pools import Call, ProblemPool, task_type_of
-from evaluation.pricing import Config, Estimate, LatencyModel, Outcome, Pricer, mean_estimate
-from services.common.confidence import confidence
+from evaluation.pools import Call, ProblemPool, prompt_text
+from evaluation.pricing import Config, Estimate, LatencyModel, Outcome, Pricer, confidence_family, mean_estimate
+from services.common.confidence import shipped
+from services.common.confidence_prompt import with_prompt
+from services.search.strategies.signals import unanimous
 
 
 def fit_latency(pools: Sequence[ProblemPool]) -> LatencyModel:
@@ -81,10 +83,11 @@ def judges_in(pools: Sequence[ProblemPool]) -> list[str]:
 def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: ProblemPool, small_config: Config,
             large_config: Config, threshold: float) -> Estimate | None:  # fmt: skip
     """The small model's configuration; when its vote is unsettled the large model's
-    configuration answers too, and both spends count. Unsettled is the served cascade's rule
+    configuration answers too, and both spends count; where even a unanimous small vote would be
+    unsettled (:func:`hopeless`), only the large configuration runs. Unsettled is the served cascade's rule
     (``services/search/strategies/cascade.py``): the small run's calibrated confidence (the
-    shipped model, ``services/common/confidence.py``, on the run's signals and the prompt's task
-    type, no difficulty) is
+    shipped model, ``services/common/confidence.py``, on the run's signals and what the prompt
+    says: its task type and prior, ``services/common/confidence_prompt.py``) is
     below ``threshold``, or the run has no answer. The two pools are independent draws, so the
     large model's expected outcome applies."""
     if not small_config.applies(small_pool):
@@ -92,11 +95,13 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     after = large.estimate(large_pool, large_config)
     if after is None:
         return None
+    text = prompt_text(small_pool)
+    if hopeless(small_config, text, threshold):
+        return replace(after, escalated=1.0)  # the small run is skipped: only the large one spends
     rng = random.Random(f"{small.seed}:{small_pool.id}:{small_config.name}")
     runs = list(small.outcomes(small_pool, small_config, rng))
     base = mean_estimate(runs)
-    task = task_type_of(small_pool)
-    escalated = [unsettled(o, threshold, task) for o in runs]
+    escalated = [unsettled(o, threshold, text) for o in runs]
     share = sum(escalated) / len(runs)
     right = sum(after.accuracy if e else float(o.correct) for o, e in zip(runs, escalated, strict=True)) / len(runs)
     return Estimate(
@@ -108,14 +113,26 @@ def cascade(small: Pricer, large: Pricer, small_pool: ProblemPool, large_pool: P
     )
 
 
-def unsettled(run: Outcome, threshold: float, task_type: str | None) -> bool:
-    """Whether the cascade escalates after ``run`` on a prompt of ``task_type``: no answer, or its
-    confidence below ``threshold`` (the vote share where a run carries no signals, as the oracle
-    ``code_pass`` does)."""
+def hopeless(config: Config, text: str, threshold: float) -> bool:
+    """Whether even a unanimous vote of ``config`` on the prompt ``text`` would be below
+    ``threshold``: the served cascade then skips its small run (``strategies/cascade.py``)."""
+    if config.family not in ("pot", "sc"):
+        return False  # the served cascade's inner strategies are program-of-thought and self-consistency
+    model = shipped()
+    best = unanimous(confidence_family(config), config.n + config.cot, config.cot)
+    return model.probability(with_prompt(best, text, model)) < threshold
+
+
+def unsettled(run: Outcome, threshold: float, text: str) -> bool:
+    """Whether the cascade escalates after ``run`` on the prompt ``text``: no answer, or its
+    served confidence below ``threshold`` (the vote share where a run carries no signals, as the
+    oracle ``code_pass`` does)."""
     if run.agreement == 0.0:
         return True
-    score = confidence(replace(run.signals, task_type=task_type)) if run.signals is not None else run.agreement
-    return score < threshold
+    if run.signals is None:
+        return run.agreement < threshold
+    model = shipped()
+    return model.probability(with_prompt(run.signals, text, model)) < threshold
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,19 @@ import json
 import random
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evaluation.calibration_metrics import bootstrap_ece, expected_calibration_error
 from evaluation.heldout_ladder import label_index, route_key
-from evaluation.pools import ProblemPool, read_pools, task_type_of
+from evaluation.pools import ProblemPool, prompt_text, read_pools
 from evaluation.pricing import Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency, judges_in
 from evaluation.route_fit import label_of
 from evaluation.routed_plan import answers
 from services.common.confidence import FEATURES, TASK_FEATURES, Calibrator
+from services.common.confidence_prompt import with_prompt
 
 STOP_CONFIDENCE = 0.9  # the served early-stopping confidence, as the routed run's report prices it
 BOOTSTRAP = 1000
@@ -56,12 +57,18 @@ def answered(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def widened(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A logistic model saved before the task-type features, with zero weights on them: the same
-    predictions, readable by this code (to score the model a past run was served by)."""
+    """A logistic model saved before the task-type features or the prompt prior, with zero weights
+    on them: the same predictions, readable by this code (to score the model a past run was
+    served by). Those models had a ``difficulty`` feature where ``prior`` is now, never fitted
+    (no pool carried it, its weight 0), so it reads as the prior with weight 0."""
     old = list(data.get("features", []))
     if data.get("kind") != "logistic" or old == list(FEATURES):
         return dict(data)
-    missing = [f"task:{t}" for t in TASK_FEATURES]
+    if "difficulty" in old:
+        if data["coefficients"]["features"][old.index("difficulty")] != 0.0:
+            raise ValueError("cannot read a fitted difficulty weight as the prior's")
+        old[old.index("difficulty")] = "prior"
+    missing = [f"task:{t}" for t in TASK_FEATURES if f"task:{t}" not in old]
     if old + missing != list(FEATURES):
         raise ValueError(f"cannot widen features {old} to {list(FEATURES)}")
     coefficients = dict(data["coefficients"]) | {"features": [*data["coefficients"]["features"], *[0.0] * len(missing)]}
@@ -88,8 +95,8 @@ def replay(answers: Sequence[Mapping[str, Any]], pools: Sequence[ProblemPool], m
             continue
         rng = random.Random(f"{seed}:{pool.id}:{config.name}")
         runs = [o for o in pricer.outcomes(pool, config, rng) if o.signals is not None]
-        task = task_type_of(pool)
-        out += [Replayed(pool.id, model.probability(replace(o.signals, task_type=task)), o.correct, 1.0 / len(runs))
+        text = prompt_text(pool)
+        out += [Replayed(pool.id, model.probability(with_prompt(o.signals, text, model)), o.correct, 1.0 / len(runs))
                 for o in runs if o.signals is not None]  # fmt: skip
     return out, missed
 

@@ -6,6 +6,15 @@ import it. A strategy already knows, when its search ends, how strongly its cand
 model fitted offline on calibration pools (``evaluation/confidence.py``), stored as a versioned
 JSON file (``services/common/confidence.v1.json``).
 
+The prompt's prior (``ConfidenceSignals.prior``): a linear model per kind of candidate
+(programs, chains of thought, code completions) predicts, from the prompt's zero-token features
+alone (``services/common/difficulty_features.py``: its MiniLM embedding, text counts, task
+type), the share of that kind's candidates that are right on it. The vote cannot tell a
+counting question the model always gets wrong from one it always gets right when both are
+unanimous; the prompt's neighbours in calibration can. The models are fitted with the calibrator
+(``evaluation/confidence_prior.py``) and shipped in the same JSON (``priors``); the feature
+vector is computed by ``services/common/confidence_prompt.py``.
+
 Models (``kind`` in the JSON; which one ships is chosen by grouped cross-validated log loss):
 
 - ``logistic``: one logistic regression over a few features of the signals
@@ -62,7 +71,7 @@ FEATURES: tuple[str, ...] = (
     "abstain_frac",
     "agree",
     "judge",
-    "difficulty",
+    "prior",
     *(f"task:{t}" for t in TASK_FEATURES),
 )
 
@@ -76,7 +85,9 @@ class ConfidenceSignals:
     abstaining ones included). ``distinct``: distinct non-empty answers among them.
     ``abstained``: ballots with no answer. ``programs_agree``: whether the programs' vote and
     the chains of thought's vote chose the same answer (``None`` when the search had only one
-    kind). ``judge_score`` (0..1) and ``difficulty`` (0..1) when the search had them.
+    kind). ``judge_score`` (0..1) when the search had one. ``prior`` (0..1): the share of
+    candidates of this configuration's kind predicted right on this prompt from its text alone
+    (:meth:`Calibrator.prior`), ``None`` when no prior model or no features.
     ``task_type``: the prompt's task type by the gateway's rules
     (``services/common/task_type.py``), ``None`` when unknown. ``config``: the configuration
     family (:data:`STRATEGY_FAMILY` maps strategy names to it)."""
@@ -88,7 +99,7 @@ class ConfidenceSignals:
     abstained: int = 0
     programs_agree: bool | None = None
     judge_score: float | None = None
-    difficulty: float | None = None
+    prior: float | None = None
     task_type: str | None = None
 
     @property
@@ -115,7 +126,7 @@ def clip(p: float) -> float:
 def features(s: ConfidenceSignals) -> list[float]:
     """The logistic model's features, in :data:`FEATURES` order: the vote share's logit, the log of
     the votes, the share of distinct answers and of abstentions, program/thought agreement
-    (+1, -1, 0 unknown), the judge's score and the difficulty centred at 0.5 (0 when unknown),
+    (+1, -1, 0 unknown), the judge's score and the prompt's prior centred at 0.5 (0 when unknown),
     and the task type one-hot (:data:`TASK_FEATURES`; all 0 for ``open`` or unknown)."""
     n = max(1, s.votes)
     agree = 0.0 if s.programs_agree is None else (1.0 if s.programs_agree else -1.0)
@@ -126,7 +137,7 @@ def features(s: ConfidenceSignals) -> list[float]:
         s.abstained / n,
         agree,
         0.0 if s.judge_score is None else s.judge_score - 0.5,
-        0.0 if s.difficulty is None else s.difficulty - 0.5,
+        0.0 if s.prior is None else s.prior - 0.5,
         *(1.0 if s.task_type == t else 0.0 for t in TASK_FEATURES),
     ]
 
@@ -137,7 +148,31 @@ def shrunk_share(s: ConfidenceSignals, base_rate: float, prior_votes: float) -> 
     return clip((s.vote_share * n + base_rate * prior_votes) / (n + prior_votes))
 
 
+def prior_kind(family: str) -> str:
+    """The kind of candidate whose prior a configuration family reads: programs for program
+    votes and the hybrid, code completions for code families, chains of thought otherwise."""
+    if family in ("pot", "hybrid"):
+        return "program"
+    if family.startswith("code"):
+        return "code"
+    return "cot"
+
+
 # ------------------------------------------------------------------------------------ models
+@dataclass(frozen=True)
+class LinearPrior:
+    """The share of a kind's candidates predicted right on a prompt: ``clip(x . weights +
+    intercept, 0, 1)`` over the prompt's feature vector (standardization folded in)."""
+
+    weights: tuple[float, ...]
+    intercept: float
+
+    def __call__(self, x: Sequence[float]) -> float:
+        if len(x) != len(self.weights):
+            raise ValueError(f"prior: {len(x)} features for {len(self.weights)} weights")
+        return min(1.0, max(0.0, self.intercept + sum(w * v for w, v in zip(self.weights, x, strict=True))))
+
+
 @dataclass(frozen=True)
 class Isotonic:
     """A monotone step function: ``values[i]`` for ``x`` in ``[edges[i], edges[i + 1])``."""
@@ -169,6 +204,14 @@ class Calibrator:
     coefficients: Mapping[str, Sequence[float]] = field(default_factory=dict)
     isotonic: Mapping[str, Isotonic] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    priors: Mapping[str, LinearPrior] = field(default_factory=dict)  # by prior_kind
+    prior_features: str = ""  # the feature layout the priors were fitted on (difficulty_features.FEATURE_SET)
+
+    def prior(self, family: str, x: Sequence[float] | None) -> float | None:
+        """The prompt's prior for a configuration family (``None`` without features or a model
+        for its kind)."""
+        model = self.priors.get(prior_kind(family))
+        return None if model is None or x is None else model(x)
 
     def fitted(self, signals: ConfidenceSignals) -> bool:
         return self.kind != "shrunk" and signals.family in self.families
@@ -203,6 +246,12 @@ class Calibrator:
             "families": list(self.families),
             "coefficients": {k: list(v) for k, v in sorted(self.coefficients.items())},
             "isotonic": {k: asdict(v) for k, v in sorted(self.isotonic.items())},
+            "priors": {
+                "features": self.prior_features,
+                "models": {
+                    k: {"intercept": v.intercept, "weights": list(v.weights)} for k, v in sorted(self.priors.items())
+                },
+            },
             "provenance": dict(self.provenance),
         }
 
@@ -213,6 +262,9 @@ class Calibrator:
         if data.get("kind") == "logistic" and list(data.get("features", [])) != list(FEATURES):
             raise ValueError(f"confidence model: features {data.get('features')} are not this code's {list(FEATURES)}")
         kind = data["kind"]
+        priors = data.get("priors") or {}
+        if priors.get("models") and not priors.get("features"):
+            raise ValueError("confidence model: priors without the name of their feature layout")
         if kind not in ("logistic", "platt", "isotonic", "shrunk"):
             raise ValueError(f"confidence model: unknown kind {kind!r}")
         return cls(
@@ -226,6 +278,11 @@ class Calibrator:
                 for k, v in data.get("isotonic", {}).items()
             },
             provenance=dict(data.get("provenance", {})),
+            priors={
+                k: LinearPrior(tuple(float(x) for x in v["weights"]), float(v["intercept"]))
+                for k, v in priors.get("models", {}).items()
+            },
+            prior_features=str(priors.get("features", "")),
         )
 
     def save(self, path: Path) -> None:
@@ -334,9 +391,12 @@ def base_rate(rows: Sequence[Row]) -> float:
 
 
 def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = DEFAULT_L2, prior_votes: float = DEFAULT_PRIOR_VOTES,
-        provenance: Mapping[str, Any] | None = None) -> Calibrator:  # fmt: skip
+        provenance: Mapping[str, Any] | None = None, priors: Mapping[str, LinearPrior] | None = None,
+        prior_features: str = "") -> Calibrator:  # fmt: skip
     """Fit a calibrator of ``kind`` on weighted rows. Rows where nothing answered are left out
-    (their probability is the floor by definition)."""
+    (their probability is the floor by definition). ``priors`` (fitted elsewhere:
+    ``evaluation/confidence_prior.py``) are stored with it; the rows' ``prior`` signals must be
+    what they predict out of sample."""
     rows = [r for r in rows if r[0].vote_share > 0.0]
     families = tuple(sorted({s.family for s, _, _ in rows}))
     common = {
@@ -345,6 +405,8 @@ def fit(rows: Sequence[Row], kind: ModelKind, *, l2: float = DEFAULT_L2, prior_v
         "prior_votes": prior_votes,
         "families": families if kind != "shrunk" else (),
         "provenance": dict(provenance or {}),
+        "priors": dict(priors or {}),
+        "prior_features": prior_features,
     }
     if kind == "shrunk":
         return Calibrator(**common)  # type: ignore[arg-type]

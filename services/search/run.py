@@ -39,7 +39,7 @@ from services.search.strategies.config import Sampling, StrategyInput
 from services.search.strategies.context import Context
 from services.search.strategies.results import Choice
 from services.search.strategies.runner import Execution, execute
-from services.search.strategies.signals import answer_confidence, difficulty_of
+from services.search.strategies.signals import answer_confidence
 from services.search.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
 DEFAULT_MAX_TOKENS = 1024
@@ -200,9 +200,7 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         candidates_saved=ctx.early_stop_saved,
         tokens_saved=_tokens_saved(ctx),
     )
-    confidence = (
-        answer_confidence(choice.signals, ctx.problem, difficulty_of(job.difficulty)) if choice is not None else None
-    )
+    confidence = answer_confidence(choice.signals, ctx.problem) if choice is not None else None
     if confidence is not None:  # absent, not 0, where the strategy had no signal
         result.confidence = confidence
     return result

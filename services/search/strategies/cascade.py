@@ -25,8 +25,12 @@ on the escalation deployment (default: the inner strategy again, with its params
   ``strategy.params.large_params.<key>``); default the inner params when ``large_inner`` is the
   inner strategy, none otherwise.
 
-The search does not see the gateway's difficulty estimate, so the threshold is compared with the
-confidence computed without it (its fitted weight is 0 while the pools carry none).
+The threshold is compared with the answer's served confidence: the vote's signals, the prompt's
+task type and its prior (docs/confidence.md), computed in the worker from the same text the
+gateway routed by. Because the prior is known before anything is generated, the small run is
+skipped when even a unanimous vote of it would fall below the threshold (a prompt of a kind the
+small model is almost never right on): the trace's ``escalate`` node says so, with that
+ceiling as its score, and only the larger model's tokens are spent.
 
 The escalation deployment is the worker's (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): a request
 pins ``cascade`` but cannot name arbitrary models behind the gateway's back. Where it is unset
@@ -40,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from services.common.confidence import ConfidenceSignals
 from services.common.errors import ServiceError
 from services.search.budget import ComponentFailed
 from services.search.interfaces import Message
@@ -49,7 +54,7 @@ from services.search.strategies.config import StrategyInput
 from services.search.strategies.context import Context
 from services.search.strategies.program import ProgramOfThought
 from services.search.strategies.results import Outcome
-from services.search.strategies.signals import answer_confidence
+from services.search.strategies.signals import HYBRID, POT, SC, answer_confidence, unanimous
 from services.search.strategies.single import Single
 from services.search.strategies.voting import SelfConsistency
 
@@ -62,6 +67,16 @@ def small_confidence(outcome: Outcome, problem: Sequence[Message]) -> float | No
     """The calibrated confidence of ``outcome``'s answer to ``problem``; ``None`` without an
     answer or signals."""
     return answer_confidence(outcome.choice.signals, problem) if outcome.choice is not None else None
+
+
+def best_case(inner: Strategy) -> ConfidenceSignals:
+    """The signals of the most agreeing vote ``inner`` can return: every ballot it may draw
+    agreeing (programs and, for the hybrid, its chains of thought; or every sample)."""
+    if isinstance(inner, ProgramOfThought):
+        return unanimous(HYBRID if inner.cot > 0 else POT, inner.n + inner.cot, inner.cot)
+    if isinstance(inner, SelfConsistency):
+        return unanimous(SC, inner.n)
+    raise TypeError(f"cascade: no vote to bound for {type(inner).__name__}")
 
 
 def vote_share(outcome: Outcome, drawn: int) -> float:
@@ -112,6 +127,25 @@ class Cascade(Strategy):
                 component="orchestrator",
                 code="INVALID_ARGUMENT",
             )
+        ceiling = answer_confidence(best_case(self.inner), ctx.problem)
+        if ceiling is not None and ceiling < self.threshold:
+            # The prompt alone says the small model cannot settle it (its prior is low): even a
+            # unanimous vote would escalate, so its tokens would only be spent on top.
+            node = ctx.trace.add(
+                ctx.trace.root.id,
+                "escalate",
+                text=f"small model skipped: a unanimous vote would have confidence {ceiling:.2f} "
+                f"(threshold {self.threshold:.2f})",
+                score=ceiling,
+            )
+            ctx.event(
+                "cascade",
+                f"even a unanimous small vote would be {ceiling:.2f} < {self.threshold:.2f}: "
+                "straight to the larger model",
+            )
+            large = await self._escalate(ctx)
+            node.visits = 1
+            return large
         before = ctx.candidates_generated
         small = await self.inner.run(ctx)
         share = vote_share(small, ctx.candidates_generated - before)
@@ -130,11 +164,15 @@ class Cascade(Strategy):
         ctx.event(
             "cascade", f"confidence {shown} < {self.threshold:.2f} (share {share:.2f}): escalating to the larger model"
         )
+        large = await self._escalate(ctx)
+        node.visits = 1
+        return large if large.choice is not None else small
+
+    async def _escalate(self, ctx: Context) -> Outcome:
+        """The larger model's vote: the same context, its policy the escalation deployment's."""
         own_policy = ctx.policy
         ctx.policy = ctx.escalation
         try:
-            large = await (self.large or self.inner).run(ctx)
+            return await (self.large or self.inner).run(ctx)
         finally:
             ctx.policy = own_policy
-        node.visits = 1
-        return large if large.choice is not None else small

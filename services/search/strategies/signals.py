@@ -23,9 +23,9 @@ answer's confidence is absent) rather than the fitted floor for "nothing answere
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
-from services.common.confidence import ConfidenceSignals, confidence
+from services.common.confidence import ConfidenceSignals, shipped
+from services.common.confidence_prompt import with_prompt
 from services.common.difficulty_features import estimation_text
 from services.common.task_type import TaskType, classify_task
 from services.search.interfaces import RAW_PROMPT_ROLE, Message
@@ -110,29 +110,34 @@ def agreement(
     return programs == thoughts
 
 
-def difficulty_of(value: float) -> float | None:
-    """``SearchJob.difficulty`` as a signal: the gateway sets it only when its estimator ran, and
-    proto3 cannot tell an unset 0 from a measured one, so 0 reads as unknown."""
-    return value if value > 0.0 else None
+def unanimous(family: str, votes: int, thoughts: int = 0) -> ConfidenceSignals:
+    """The signals of a vote in which every ballot agrees and none abstains: ``votes`` ballots
+    (programs or samples), ``thoughts`` of them the hybrid's chains of thought. A cascade whose
+    small run would fall short of its threshold even so cannot be settled by it, and skips it
+    (``strategies/cascade.py``; priced the same way by ``evaluation/pricing_table.py:cascade``)."""
+    return ConfidenceSignals(family, 1.0, votes=votes, distinct=1, abstained=0,
+                             programs_agree=True if thoughts > 0 else None)  # fmt: skip
+
+
+def prompt_text(problem: Sequence[Message]) -> str:
+    """The text the gateway read the prompt's task type and difficulty from when it routed the
+    job (``estimation_text``: the last user message, else the raw prompt), so the task feature
+    and the prior the confidence model was fitted on (``evaluation.pools.task_type_of``) are the
+    ones it is served with."""
+    raw = "".join(m.content for m in problem if m.role == RAW_PROMPT_ROLE)
+    return estimation_text([(m.role, m.content) for m in problem if m.role != RAW_PROMPT_ROLE], raw)
 
 
 def task_type_of(problem: Sequence[Message]) -> TaskType:
-    """The prompt's task type as the gateway read it when it routed the job: the same rules on the
-    same text (``estimation_text``: the last user message, else the raw prompt), so the task
-    feature the confidence model was fitted on (``evaluation.route_fit.task_type_of``) is the one
-    it is served with."""
-    raw = "".join(m.content for m in problem if m.role == RAW_PROMPT_ROLE)
-    return classify_task(estimation_text([(m.role, m.content) for m in problem if m.role != RAW_PROMPT_ROLE], raw))
+    """The prompt's task type by the gateway's rules on :func:`prompt_text`."""
+    return classify_task(prompt_text(problem))
 
 
-def answer_confidence(
-    signals: ConfidenceSignals | None, problem: Sequence[Message], difficulty: float | None = None
-) -> float | None:
-    """``ttc.confidence`` of an answer with ``signals`` to ``problem`` (by the shipped model, with
-    the prompt's task type), ``None`` without signals."""
+def answer_confidence(signals: ConfidenceSignals | None, problem: Sequence[Message]) -> float | None:
+    """``ttc.confidence`` of an answer with ``signals`` to ``problem`` by the shipped model, with
+    what the prompt says (its task type and prior: ``confidence_prompt.with_prompt``); ``None``
+    without signals."""
     if signals is None:
         return None
-    signals = replace(signals, task_type=task_type_of(problem))
-    if difficulty is not None:
-        signals = replace(signals, difficulty=difficulty)
-    return confidence(signals)
+    model = shipped()
+    return model.probability(with_prompt(signals, prompt_text(problem), model))

@@ -1,5 +1,5 @@
 """The calibrated confidence: fitted probabilities match frequencies, ECE by hand, the JSON
-round trip, and the fallback for configurations never fitted."""
+round trip, the fallback for configurations never fitted, and the prompt priors."""
 
 from __future__ import annotations
 
@@ -11,18 +11,22 @@ from pathlib import Path
 import pytest
 
 from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
+from services.common import confidence_prompt
 from services.common.confidence import (
     CLIP,
     SCHEMA,
     Calibrator,
     ConfidenceSignals,
+    LinearPrior,
     Row,
     confidence,
     fit,
     fit_isotonic,
+    prior_kind,
     shipped,
     shrunk_share,
 )
+from services.common.difficulty_features import FEATURE_DIM, FEATURE_SET
 
 SHARES = (0.25, 0.5, 0.75, 1.0)
 
@@ -168,3 +172,60 @@ def test_logistic_uses_agreement_between_programs_and_thoughts() -> None:
     yes = model.probability(ConfidenceSignals("hybrid", 0.75, votes=6, distinct=2, programs_agree=True))
     no = model.probability(ConfidenceSignals("hybrid", 0.75, votes=6, distinct=2, programs_agree=False))
     assert yes == pytest.approx(0.9, abs=0.04) and no == pytest.approx(0.3, abs=0.04)
+
+
+# ------------------------------------------------------------------------------ prompt priors
+def prior_rows(rate: dict[float, float]) -> list[Row]:
+    """One agreeing program on prompts whose prior is each key, right at that key's rate."""
+    rows: list[Row] = []
+    for prior, right in rate.items():
+        s = ConfidenceSignals("pot", 1.0, votes=1, prior=prior, task_type="computable")
+        rows += [(s, True, 100 * right), (s, False, 100 * (1.0 - right))]  # 100 prompts each
+    return rows
+
+
+def test_the_prior_moves_a_unanimous_vote_where_the_prompt_says_so() -> None:
+    """The same vote is right 10% of the time on prompts of prior 0.1 and 90% on prior 0.9: the
+    fitted logistic must tell them apart, which the vote alone cannot."""
+    model = fit(prior_rows({0.1: 0.1, 0.5: 0.5, 0.9: 0.9}), "logistic", l2=0.1)
+    low, high = (
+        model.probability(ConfidenceSignals("pot", 1.0, 1, prior=p, task_type="computable")) for p in (0.1, 0.9)
+    )
+    assert low == pytest.approx(0.1, abs=0.05) and high == pytest.approx(0.9, abs=0.05)
+
+
+def test_priors_are_read_per_kind_of_candidate_and_round_trip(tmp_path: Path) -> None:
+    priors = {"program": LinearPrior((1.0, 0.0), 0.1), "cot": LinearPrior((0.0, -1.0), 0.2)}
+    model = fit(prior_rows({0.2: 0.3, 0.8: 0.7}), "logistic", priors=priors, prior_features="layout-x")
+    assert prior_kind("pot") == prior_kind("hybrid") == "program" and prior_kind("code_clusters") == "code"
+    assert prior_kind("sc") == prior_kind("cot_greedy") == prior_kind("wvote") == "cot"
+    assert model.prior("hybrid", [0.5, 9.0]) == pytest.approx(0.6)
+    assert model.prior("sc", [0.0, -0.5]) == pytest.approx(0.7)
+    assert model.prior("sc", [0.0, -5.0]) == 1.0 and model.prior("pot", [-5.0, 0.0]) == 0.0  # clipped to [0, 1]
+    assert model.prior("code_vote", [0.0, 0.0]) is None and model.prior("pot", None) is None
+    model.save(tmp_path / "m.json")
+    assert Calibrator.load(tmp_path / "m.json") == model
+    with pytest.raises(ValueError, match="features"):
+        model.prior("pot", [1.0])
+    data = model.to_dict()
+    with pytest.raises(ValueError, match="feature layout"):
+        Calibrator.from_dict(data | {"priors": {"models": data["priors"]["models"], "features": ""}})
+
+
+def test_the_shipped_model_carries_priors_for_the_features_served() -> None:
+    model = shipped()
+    assert set(model.priors) == {"program", "cot", "code"}
+    assert model.prior_features == FEATURE_SET
+    assert all(len(p.weights) == FEATURE_DIM for p in model.priors.values())
+
+
+def test_no_encoder_or_another_layout_means_no_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Calibrator(priors={"program": LinearPrior((0.0,) * FEATURE_DIM, 0.7)}, prior_features=FEATURE_SET)
+    assert confidence_prompt.prior_of(model, "pot", "What is 6*7?") == pytest.approx(0.7)
+    assert confidence_prompt.prior_of(model, "sc", "What is 6*7?") is None  # no chain-of-thought prior
+    other = Calibrator(priors=model.priors, prior_features="another-layout")
+    assert confidence_prompt.prior_of(other, "pot", "What is 6*7?") is None
+    monkeypatch.setattr(confidence_prompt, "prompt_features", lambda text: None)
+    assert confidence_prompt.prior_of(model, "pot", "What is 6*7?") is None
+    signals = confidence_prompt.with_prompt(ConfidenceSignals("pot", 1.0), "What is 6*7?", model)
+    assert signals.prior is None and signals.task_type == "arithmetic"

@@ -6,9 +6,10 @@ import random
 from dataclasses import replace
 
 from evaluation.escalation import MIN_FAMILIES, CascadeSpec, escalation_report, markdown, paired_difference, verdict
-from evaluation.pools import task_type_of
+from evaluation.pools import prompt_text
 from evaluation.pricing import Config, LatencyModel, Pricer
-from services.common.confidence import confidence
+from services.common.confidence import shipped
+from services.common.confidence_prompt import with_prompt
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 FREE = LatencyModel()
@@ -54,7 +55,7 @@ def test_report_pairs_problems_by_id_and_escalates_the_unanswered() -> None:
     for p in small[:2]:
         signals = next(pricer.outcomes(p, POT1, random.Random(0))).signals
         assert signals is not None
-        gates.append(confidence(replace(signals, task_type=task_type_of(p))))
+        gates.append(shipped().probability(with_prompt(signals, prompt_text(p), shipped())))
     low, high = gates
     assert low < high
     report = escalation_report(small, large, CascadeSpec(pricer, pricer, POT1, POT1, (low + high) / 2))

@@ -10,17 +10,19 @@ from collections.abc import Mapping
 import pytest
 
 from evaluation.ledger import pass_at_k
-from evaluation.pools import task_type_of
+from evaluation.pools import prompt_text
 from evaluation.pricing import Ballot, Config, LatencyModel, Pricer, _waves, subsets, winner
 from evaluation.pricing_table import (
     cascade,
     default_configs,
     fit_latency,
+    hopeless,
     price_all,
     table,
     unsettled,
 )
-from services.common.confidence import confidence
+from services.common.confidence import shipped
+from services.common.confidence_prompt import with_prompt
 from services.search.strategies.stopping import should_stop, wave_sizes
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
@@ -119,10 +121,16 @@ def test_the_cascade_gates_on_the_calibrated_confidence_not_the_share() -> None:
     pricer = Pricer(FREE)
     run = next(pricer.outcomes(one, sc1, random.Random(0)))
     assert run.agreement == 1.0 and run.signals is not None
-    task = task_type_of(one)
-    assert confidence(run.signals) < 0.75 and unsettled(run, 0.75, task) and not unsettled(run, 0.3, task)
+    text = prompt_text(one)
+    model = shipped()
+    assert model.probability(with_prompt(run.signals, text, model)) < 0.75
+    assert unsettled(run, 0.75, text) and not unsettled(run, 0.3, text)
     up = cascade(pricer, pricer, one, large, sc1, sc1, threshold=0.75)
     assert up is not None and up.escalated == 1.0 and up.accuracy == 1.0
+    # A lone sample can never be surer than this, so the served cascade skips it: only the large
+    # model's sample is spent.
+    assert hopeless(sc1, text, 0.75) and up.generated == 100
+    assert not hopeless(sc1, text, 0.3) and not hopeless(Config("cot_greedy", "cot_greedy"), text, 0.99)
 
 
 def test_latency_model_is_fitted_on_the_pools_calls() -> None:

@@ -20,6 +20,7 @@ from evaluation.pools import Call, Draw, PoolCandidate
 from evaluation.pricing import Config, LatencyModel, Pricer
 from services.common.answers import normalize_for_vote
 from services.common.confidence import ConfidenceSignals, shipped
+from services.common.confidence_prompt import prompt_features, with_prompt
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.search import run as run_module
 from services.search.interfaces import RAW_PROMPT_ROLE, Message
@@ -38,14 +39,18 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[ConfidenceSignals | None]:
     """The signals ``run_search`` computes each result's confidence from."""
     seen: list[ConfidenceSignals | None] = []
 
-    def record(
-        signals: ConfidenceSignals | None, problem: Sequence[Message], difficulty: float | None = None
-    ) -> float | None:
+    def record(signals: ConfidenceSignals | None, problem: Sequence[Message]) -> float | None:
         seen.append(signals)
-        return answer_confidence(signals, problem, difficulty)
+        return answer_confidence(signals, problem)
 
     monkeypatch.setattr(run_module, "answer_confidence", record)
     return seen
+
+
+def served(signals: ConfidenceSignals, text: str = "What is 6*7?") -> float:
+    """The shipped model's probability with what the prompt says (``make_job`` asks "What is 6*7?")."""
+    model = shipped()
+    return model.probability(with_prompt(signals, text, model))
 
 
 def thought(value: str) -> str:
@@ -108,9 +113,7 @@ async def test_self_consistency_matches_the_replay(recorded: list[ConfidenceSign
     expected, _ = _sampled(Config("sc@5", "sc", 5), pool)
     assert recorded == [expected]
     assert (expected.vote_share, expected.votes, expected.distinct, expected.abstained) == (0.6, 5, 2, 1)
-    assert result.HasField("confidence") and result.confidence == shipped().probability(
-        replace(expected, task_type="arithmetic")  # make_job asks "What is 6*7?"
-    )
+    assert result.HasField("confidence") and result.confidence == served(expected)
 
 
 async def test_weighted_vote_and_best_of_n_match_the_replay(recorded: list[ConfidenceSignals | None]) -> None:
@@ -176,16 +179,40 @@ async def test_no_signal_means_no_confidence(recorded: list[ConfidenceSignals | 
     assert recorded == [None, None]
 
 
-async def test_the_job_s_difficulty_reaches_the_signals(recorded: list[ConfidenceSignals | None]) -> None:
+async def test_the_prompt_s_prior_reaches_the_confidence(recorded: list[ConfidenceSignals | None]) -> None:
+    """The strategy reports the vote; the worker adds what the prompt says (task type, prior)
+    by the one rule calibration replays with (``confidence_prompt.with_prompt``)."""
     job = make_job("self_consistency", n=3)
-    job.difficulty = 0.8
     await run_search(job, ScriptedPolicy(by_index(["7", "7", "8"])), NO_VERIFIER)
     (signals,) = recorded
-    assert signals is not None and signals.difficulty is None  # the strategy does not know it
+    assert signals is not None and signals.prior is None and signals.task_type is None
     asked = (Message("user", "What is 6*7?"),)
-    assert answer_confidence(signals, asked, 0.8) == shipped().probability(
-        ConfidenceSignals("sc", 2 / 3, 3, 2, 0, difficulty=0.8, task_type="arithmetic")
-    )
+    model = shipped()
+    prior = model.prior("sc", prompt_features("What is 6*7?"))
+    assert prior is not None and 0.0 <= prior <= 1.0
+    assert answer_confidence(signals, asked) == model.probability(replace(signals, task_type="arithmetic", prior=prior))
+
+
+# Two calibration prompts (docs/data/calibration/pools/qwen2.5-coder-0.5b/): the 0.5B model's
+# programs are right on nearly every multiplication and on few leg counts (it gives animals the
+# wrong number of legs), and both are typed ``computable`` or ``math_word`` by the rules.
+MULTIPLICATION = "Solve the following multiplication: 7 * 2. Give only the result as your final answer."
+LEGS = (
+    "Your task is to count how many legs there are in total when given a list of animals.\n\n"
+    "Now, how many legs are there in total if you have 2 lobsters?\n"
+)
+
+
+def test_the_same_unanimous_program_is_less_sure_where_the_model_is_usually_wrong() -> None:
+    """One agreeing program is the same vote on both prompts; the prior tells them apart."""
+    vote = ConfidenceSignals("pot", 1.0, 1, 1, 0)
+    model = shipped()
+    legs = model.prior("pot", prompt_features(LEGS))
+    product = model.prior("pot", prompt_features(MULTIPLICATION))
+    assert legs is not None and product is not None and legs < product
+    on_legs = answer_confidence(vote, (Message("user", LEGS),))
+    on_product = answer_confidence(vote, (Message("user", MULTIPLICATION),))
+    assert on_legs is not None and on_product is not None and on_legs < on_product
 
 
 def test_the_prompt_s_task_type_reaches_the_confidence_as_the_gateway_reads_it() -> None:
@@ -197,7 +224,9 @@ def test_the_prompt_s_task_type_reaches_the_confidence_as_the_gateway_reads_it()
     raw = (Message(RAW_PROMPT_ROLE, "What is 6*7?"),)
     assert task_type_of(counting) == "computable" and task_type_of(raw) == "arithmetic"
     assert task_type_of((Message("user", "Write a haiku about autumn."),)) == "open"
-    assert answer_confidence(vote, counting) == shipped().probability(replace(vote, task_type="computable"))
+    model = shipped()
+    prior = model.prior("pot", prompt_features(question))
+    assert answer_confidence(vote, counting) == model.probability(replace(vote, task_type="computable", prior=prior))
     open_ended = answer_confidence(vote, (Message("user", "Write a haiku about autumn."),))
     assert open_ended is not None and open_ended != answer_confidence(vote, counting)
 
@@ -211,9 +240,7 @@ async def test_the_cascade_escalates_on_the_calibrated_confidence_not_the_share(
     result, trace = await run_search(job, small, NO_VERIFIER, escalation=large)
     assert large.calls and "42" in result.answer
     (node,) = [n for n in trace.nodes if n.action == "escalate"]
-    assert node.score == pytest.approx(
-        shipped().probability(ConfidenceSignals("sc", 0.75, 4, 2, 0, task_type="arithmetic"))
-    )
+    assert node.score == pytest.approx(served(ConfidenceSignals("sc", 0.75, 4, 2, 0)))
     assert node.score < 0.75 and "vote share 0.75" in node.text
     assert result.HasField("confidence")  # the large model's vote, by the same rules
 
