@@ -6,7 +6,9 @@ seeded generator), but keeping what the search would know at its end: the
 :class:`~services.common.confidence.ConfidenceSignals` of the answer it chose, and whether that
 answer is right. Every replay of one (problem, configuration) weighs ``1 / replays``, so each
 configuration counts once per problem; bootstrap intervals resample problems, never rows (the
-rows of one problem are not independent).
+rows of one problem are not independent). Each row also carries the prompt's prior
+(:mod:`evaluation.confidence_prior`): out of fold for the rows fitted on, from the shipped
+ridges for the rows measured.
 
 Splits: the calibrator is fitted on calibration pools and measured on held-out pools. While no
 held-out pool has been drawn, both commands use a disjoint split of the calibration problems by
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
+from evaluation.confidence_fit import Row, fit
 from evaluation.confidence_prior import ALPHA as PRIOR_ALPHA
 from evaluation.confidence_prior import Priors, features_of, fit_priors, predict
 from evaluation.confidence_prior import out_of_fold as prior_oof
@@ -45,8 +48,6 @@ from services.common.confidence import (
     Calibrator,
     ConfidenceSignals,
     ModelKind,
-    Row,
-    fit,
     prior_kind,
 )
 from services.common.difficulty_features import FEATURE_SET

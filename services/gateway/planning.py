@@ -288,7 +288,7 @@ class Planner:
         table = self.routing(admission.model).table
         difficulty_bin = table.bin_of(estimate.difficulty) if estimate is not None else None
         route = apply_overrides(table.route(effort, difficulty_bin, task), req.ttc)
-        job = self._job(req, inputs, admission, route, estimate, owner)
+        job = self._job(req, inputs, admission, route, owner)
         fallback: StrategyFallback | None = None
         refused = compat.incompatibilities(job)
         if refused and req.ttc is not None and req.ttc.strategy is not None:
@@ -343,7 +343,6 @@ class Planner:
         inputs: JobInputs,
         admission: Admission,
         route: Route,
-        estimate: Estimate | None,
         owner: str,
     ) -> orchestrator_pb2.SearchJob:
         """The job, whole: the request's inputs and sampling, the route's strategy and budget."""
@@ -394,6 +393,4 @@ class Planner:
             job.seed = req.seed
         if req.ttc is not None and req.ttc.reference:
             job.reference = req.ttc.reference
-        if estimate is not None:
-            job.difficulty = estimate.difficulty
         return job

@@ -69,38 +69,42 @@ def test_a_pinned_cascade_escalates_to_the_large_model_exactly_when_its_trace_sa
     stack: tuple[LocalStack, int],
 ) -> None:
     """The stack makes its large model the cascade's escalation target. Whether SmolLM2's vote
-    settles is up to the model; either way the trace's decision and the large policy's token
-    counter agree, and an escalated answer's usage counts both models' candidates."""
+    settles, escalates, or is skipped because even a unanimous vote could not settle it (the
+    prompt's prior) is up to the models; in every case the trace's decision and both policies'
+    token counters agree, and an escalated answer's usage counts every model's candidates."""
     s, large_metrics = stack
     client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=600)
-    large_before = _generated_tokens(large_metrics)
+    large_before, small_before = _generated_tokens(large_metrics), _generated_tokens(s.ports["policy_metrics"])
     reply = client.chat.completions.create(
         model=s.model,
         messages=[{"role": "user", "content": "Name a colour of the rainbow. Answer with one word."}],
         max_tokens=24,
         temperature=1.0,
-        extra_body={"ttc": {"strategy": "cascade", "n": 4, "params": {"inner": "self_consistency", "threshold": 1.0}}},
+        extra_body={"ttc": {"strategy": "cascade", "n": 4, "params": {"inner": "self_consistency", "threshold": 0.9}}},
     )
     ttc = reply.model_extra["ttc"]  # type: ignore[index]
     assert ttc["strategy"] == "cascade" and reply.choices[0].message.content
     nodes = httpx.get(f"{s.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()["nodes"]
-    decisions = [n["action"] for n in nodes if n["action"] in ("escalate", "settled")]
+    decisions = [n for n in nodes if n["action"] in ("escalate", "settled")]
     assert len(decisions) == 1
-    escalated = decisions == ["escalate"]
+    escalated = decisions[0]["action"] == "escalate"
+    skipped = "small model skipped" in decisions[0]["text"]
     assert (_generated_tokens(large_metrics) > large_before) is escalated
-    assert ttc["candidates_generated"] == (8 if escalated else 4)
+    assert (_generated_tokens(s.ports["policy_metrics"]) > small_before) is not skipped
+    assert ttc["candidates_generated"] == (8 if escalated and not skipped else 4)
 
 
 def test_a_cascade_can_answer_with_the_large_models_greedy_chain_of_thought(stack: tuple[LocalStack, int]) -> None:
-    """``large_inner: single`` with ``large_params: {greedy: true}``: one small chain of thought
-    (confidence under 1.0, so it escalates), then one greedy one on the large deployment; a
-    bad ``large_params`` key is a 400 naming it, and nothing runs."""
+    """``large_inner: single`` with ``large_params: {greedy: true}``, at a threshold no vote
+    reaches (1.0): the small model's chain of thought is skipped (even unanimous it could not
+    settle it) and one greedy chain of thought runs on the large deployment; a bad
+    ``large_params`` key is a 400 naming it, and nothing runs."""
     import openai
 
     s, large_metrics = stack
     client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=600)
     params = {"inner": "self_consistency", "threshold": 1.0, "large_inner": "single", "large_params": {"greedy": True}}
-    large_before = _generated_tokens(large_metrics)
+    large_before, small_before = _generated_tokens(large_metrics), _generated_tokens(s.ports["policy_metrics"])
     reply = client.chat.completions.create(
         model=s.model,
         messages=[{"role": "user", "content": "Name a colour of the rainbow. Answer with one word."}],
@@ -109,9 +113,11 @@ def test_a_cascade_can_answer_with_the_large_models_greedy_chain_of_thought(stac
     )
     ttc = reply.model_extra["ttc"]  # type: ignore[index]
     nodes = httpx.get(f"{s.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()["nodes"]
-    assert [n["action"] for n in nodes if n["action"] in ("escalate", "settled")] == ["escalate"]
-    assert ttc["candidates_generated"] == 2 and reply.choices[0].message.content
+    decisions = [n for n in nodes if n["action"] in ("escalate", "settled")]
+    assert [n["action"] for n in decisions] == ["escalate"] and "small model skipped" in decisions[0]["text"]
+    assert ttc["candidates_generated"] == 1 and reply.choices[0].message.content
     assert _generated_tokens(large_metrics) > large_before
+    assert _generated_tokens(s.ports["policy_metrics"]) == small_before
 
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(

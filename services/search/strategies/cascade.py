@@ -12,8 +12,9 @@ so usage counts both models' tokens, and the trace has an ``escalate`` (or ``set
 whose score is the small vote's confidence.
 
 Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
-0.75: a probability now, not a share; one agreeing greedy program alone is about 0.69 and
-escalates, three agreeing about 0.96 and stand), and the inner strategy's own params. What runs
+0.75: a probability, not a share, and it depends on the prompt: one agreeing greedy program is
+about 0.95 on a multiplication and 0.21 on a leg count, docs/confidence.md), and the inner
+strategy's own params. What runs
 on the escalation deployment (default: the inner strategy again, with its params and the job's
 ``n``) can differ, so every pair ``python -m loadtests.pools escalation`` prices is servable:
 
@@ -170,6 +171,7 @@ class Cascade(Strategy):
 
     async def _escalate(self, ctx: Context) -> Outcome:
         """The larger model's vote: the same context, its policy the escalation deployment's."""
+        assert ctx.escalation is not None  # run() refuses a cascade without one
         own_policy = ctx.policy
         ctx.policy = ctx.escalation
         try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
+from evaluation.confidence_fit import Row, fit, fit_isotonic
 from services.common import confidence_prompt
 from services.common.confidence import (
     CLIP,
@@ -18,10 +19,7 @@ from services.common.confidence import (
     Calibrator,
     ConfidenceSignals,
     LinearPrior,
-    Row,
     confidence,
-    fit,
-    fit_isotonic,
     prior_kind,
     shipped,
     shrunk_share,
@@ -214,7 +212,7 @@ def test_priors_are_read_per_kind_of_candidate_and_round_trip(tmp_path: Path) ->
 
 def test_the_shipped_model_carries_priors_for_the_features_served() -> None:
     model = shipped()
-    assert set(model.priors) == {"program", "cot", "code"}
+    assert set(model.priors) == {"program", "cot"}  # no code prior (evaluation/confidence_prior.py)
     assert model.prior_features == FEATURE_SET
     assert all(len(p.weights) == FEATURE_DIM for p in model.priors.values())
 

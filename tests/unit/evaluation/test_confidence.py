@@ -21,9 +21,9 @@ from evaluation.confidence import (
     report,
     rows_of,
 )
+from evaluation.confidence_fit import fit
 from evaluation.pools import ProblemPool, write_chunk
 from evaluation.pricing import Config, LatencyModel, Pricer
-from services.common.confidence import fit
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 ARITH = pool(

@@ -136,7 +136,7 @@ async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tup
     plan = await planner.plan(_chat(reasoning_effort="high"), queue_depth=0)
     assert estimator.calls == 1 and len(routes) == 1 and len(validator.jobs) == 1
     assert routes[0][1] == plan.difficulty_bin is not None
-    assert plan.job.difficulty == pytest.approx(0.9)
+    assert plan.difficulty == pytest.approx(0.9)
 
 
 async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admission(

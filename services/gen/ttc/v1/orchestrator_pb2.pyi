@@ -51,7 +51,7 @@ class StrategySpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., n: _Optional[int] = ..., verifier: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SearchJob(_message.Message):
-    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "difficulty", "trace_context", "enqueued_at", "tools", "response_format", "logprobs", "top_logprobs", "answers", "stream_answer", "owner", "quiet", "presence_penalty", "frequency_penalty")
+    __slots__ = ("job_id", "model", "messages", "prompt", "strategy", "budget", "temperature", "top_p", "max_tokens", "stop", "seed", "reference", "effort_requested", "effort_applied", "trace_context", "enqueued_at", "tools", "response_format", "logprobs", "top_logprobs", "answers", "stream_answer", "owner", "quiet", "presence_penalty", "frequency_penalty")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -73,7 +73,6 @@ class SearchJob(_message.Message):
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
     EFFORT_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     EFFORT_APPLIED_FIELD_NUMBER: _ClassVar[int]
-    DIFFICULTY_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
@@ -100,7 +99,6 @@ class SearchJob(_message.Message):
     reference: str
     effort_requested: str
     effort_applied: str
-    difficulty: float
     trace_context: _containers.ScalarMap[str, str]
     enqueued_at: float
     tools: _common_pb2.ToolSpec
@@ -113,7 +111,7 @@ class SearchJob(_message.Message):
     quiet: bool
     presence_penalty: float
     frequency_penalty: float
-    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., difficulty: _Optional[float] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ..., tools: _Optional[_Union[_common_pb2.ToolSpec, _Mapping]] = ..., response_format: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., answers: _Optional[int] = ..., stream_answer: _Optional[bool] = ..., owner: _Optional[str] = ..., quiet: _Optional[bool] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., strategy: _Optional[_Union[StrategySpec, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., reference: _Optional[str] = ..., effort_requested: _Optional[str] = ..., effort_applied: _Optional[str] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., enqueued_at: _Optional[float] = ..., tools: _Optional[_Union[_common_pb2.ToolSpec, _Mapping]] = ..., response_format: _Optional[_Union[_common_pb2.OutputConstraint, _Mapping]] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., answers: _Optional[int] = ..., stream_answer: _Optional[bool] = ..., owner: _Optional[str] = ..., quiet: _Optional[bool] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
 class BudgetUse(_message.Message):
     __slots__ = ("generated_tokens", "prompt_tokens", "cached_tokens", "policy_calls", "verifier_calls", "wall_seconds", "sandbox_runs", "sandbox_seconds", "verifier_prompt_tokens", "verifier_cached_tokens", "verifier_generated_tokens", "probe_prompt_tokens", "probe_cached_tokens", "probe_generated_tokens")
