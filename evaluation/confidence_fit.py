@@ -13,7 +13,6 @@ from typing import Any
 
 from services.common.confidence import (
     DEFAULT_BASE_RATE,
-    DEFAULT_L2,
     DEFAULT_PRIOR_VOTES,
     FEATURES,
     Calibrator,
@@ -27,6 +26,9 @@ from services.common.confidence import (
 )
 
 Row = tuple[ConfidenceSignals, bool, float]  # signals, answer right, weight
+# L2 penalty of the logistic fits, in units of row weight (one problem-configuration weighs 1):
+# cross-validation on the first pools preferred 10 to 1 and 100.
+DEFAULT_L2 = 10.0
 
 
 def fit_logistic(x: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float], l2: float = 1.0,

@@ -1,7 +1,7 @@
 """The confidence model's prompt priors: fitted on calibration pools, predicted out of fold.
 
 A prior (``ConfidenceSignals.prior``, docs/confidence.md) is the share of a kind's candidates
-(programs, chains of thought, code completions) that a ridge over the prompt's zero-token
+(programs, chains of thought: :data:`PRIOR_KINDS`) that a ridge over the prompt's zero-token
 features predicts right. It is what lets the confidence tell apart two families that share a
 task type and a unanimous vote: one program agreeing with itself on a leg-counting question the
 0.5B model always gets wrong, and on a GSM problem it gets right half the time.

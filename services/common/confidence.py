@@ -7,7 +7,7 @@ model fitted offline on calibration pools (``evaluation/confidence.py``), stored
 JSON file (``services/common/confidence.v1.json``).
 
 The prompt's prior (``ConfidenceSignals.prior``): a linear model per kind of candidate
-(programs, chains of thought, code completions) predicts, from the prompt's zero-token features
+(programs, chains of thought; code completions when a model ships one) predicts, from the prompt's zero-token features
 alone (``services/common/difficulty_features.py``: its MiniLM embedding, text counts, task
 type), the share of that kind's candidates that are right on it. The vote cannot tell a
 counting question the model always gets wrong from one it always gets right when both are
@@ -45,9 +45,6 @@ DEFAULT_PATH = Path(__file__).with_name("confidence.v1.json")
 CLIP = 0.005
 DEFAULT_BASE_RATE = 0.5
 DEFAULT_PRIOR_VOTES = 2.0
-# L2 penalty of the logistic fits, in units of row weight (one problem-configuration weighs 1):
-# cross-validation on the first pools preferred 10 to 1 and 100.
-DEFAULT_L2 = 10.0
 ModelKind = Literal["logistic", "platt", "isotonic", "shrunk"]
 # The strategy (or pinned configuration) -> the family its confidence is fitted per. A strategy
 # not named here is looked up by its own name (and falls back when never fitted).

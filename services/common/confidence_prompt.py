@@ -9,8 +9,8 @@ on the same text (``estimation_text``), so the served features are the fitted on
 
 The encoder is the numpy MiniLM the gateway's difficulty estimator uses (loaded once per
 process, well under a second; tens of milliseconds a prompt on one core); features are cached
-per text, so a cascade
-that scores its small vote and then the answer embeds the prompt once. Where the encoder's
+per text, so a cascade that bounds its small vote, scores it and then the answer embeds the
+prompt once. Where the encoder's
 package is missing, or the model's priors were fitted on another feature layout, the prior is
 ``None`` (the feature reads 0, as for a model without priors) and a warning is logged once.
 """
