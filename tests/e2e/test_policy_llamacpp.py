@@ -224,6 +224,16 @@ def test_bad_input_is_invalid_argument_naming_the_field(
     assert bad_field in (err.value.details() or "")
 
 
+def endless(n: int, max_tokens: int) -> policy_pb2.GenerateRequest:
+    """A request that decodes for all of ``max_tokens``: a raw counting prompt, decoded greedily,
+    continues the sequence instead of ending it (a sampled chat answer can end every candidate
+    within a second on a fast host, before a deadline or a stats poll sees it running)."""
+    return policy_pb2.GenerateRequest(
+        input=policy_pb2.PromptInput(prompt="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"),
+        sampling=policy_pb2.SamplingParams(n=n, max_tokens=max_tokens, temperature=0.0),
+    )
+
+
 def wait_idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 15.0) -> policy_pb2.EngineStats:
     """Stats once the engine runs nothing (a 2000-token n=4 decode would take minutes)."""
     deadline = time.monotonic() + within_s
@@ -237,9 +247,7 @@ def wait_idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 15.0) -> polic
 def test_deadline_aborts_the_engine_request(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
     stub, url = policy
     before = metric(url, "ttc_policy_aborted_requests_total", reason="deadline")
-    request = policy_pb2.GenerateRequest(
-        input=chat(), sampling=policy_pb2.SamplingParams(n=4, max_tokens=2000, temperature=1.0)
-    )
+    request = endless(n=4, max_tokens=2000)
     with pytest.raises(grpc.RpcError) as err:
         stub.Generate(request, timeout=1.5)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -259,9 +267,7 @@ def test_stats_report_live_kv_utilization(policy: tuple[policy_pb2_grpc.PolicySt
     assert idle.engine == "llamacpp" and idle.model == "smollm2-135m" and idle.max_context > 0
     assert 0.0 <= idle.kv_cache_utilization <= 1.0
     cancelled_before = metric(url, "ttc_policy_aborted_requests_total", reason="cancelled")
-    request = policy_pb2.GenerateRequest(
-        input=chat(), sampling=policy_pb2.SamplingParams(n=8, max_tokens=1500, temperature=1.0)
-    )
+    request = endless(n=8, max_tokens=1500)
     call = stub.Generate.future(request, timeout=300)
     peak = 0.0
     try:
