@@ -15,6 +15,7 @@ from services.common.errors import FIELD_METADATA_KEY
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e import policy_tool_checks as tool_checks
 from tests.helpers.processes import free_port, grpc_healthy, start_policy
+from tests.helpers.prompts import COUNTING_PROMPT
 
 pytestmark = pytest.mark.e2e
 
@@ -229,7 +230,7 @@ def endless(n: int, max_tokens: int) -> policy_pb2.GenerateRequest:
     continues the sequence instead of ending it (a sampled chat answer can end every candidate
     within a second on a fast host, before a deadline or a stats poll sees it running)."""
     return policy_pb2.GenerateRequest(
-        input=policy_pb2.PromptInput(prompt="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"),
+        input=policy_pb2.PromptInput(prompt=COUNTING_PROMPT),
         sampling=policy_pb2.SamplingParams(n=n, max_tokens=max_tokens, temperature=0.0),
     )
 

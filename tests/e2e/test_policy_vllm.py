@@ -17,6 +17,7 @@ import pytest
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e import policy_tool_checks as tool_checks
 from tests.helpers.processes import ROOT, ServiceProcess, free_port, grpc_healthy
+from tests.helpers.prompts import COUNTING_PROMPT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.slow]
 
@@ -127,7 +128,7 @@ def test_deadline_aborts_the_engine_request(served: tuple[policy_pb2_grpc.Policy
     # A raw counting prompt: greedy decoding continues the sequence instead of ending it, so
     # 4 x 3000 tokens cannot finish inside the deadline even on a fast, idle machine.
     request = policy_pb2.GenerateRequest(
-        input=policy_pb2.PromptInput(prompt="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"),
+        input=policy_pb2.PromptInput(prompt=COUNTING_PROMPT),
         sampling=policy_pb2.SamplingParams(n=4, max_tokens=3000, temperature=0.0),
     )
     outcome: list[grpc.StatusCode] = []
