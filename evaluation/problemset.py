@@ -27,6 +27,7 @@ numeric test does not know).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -222,10 +223,27 @@ def _rg_scorer(name: str) -> Any:
     return reasoning_gym.create_dataset(name, seed=0, size=1, **family.levels[1])
 
 
+# reasoning-gym's knights_knaves checker reads an answer as a bag of (name, role) pairs, so a
+# restated condition scores as an assignment: "Liam is a hero if and only if Ethan is a hero"
+# and "Scarlett is a hero or Benjamin is a hero" (both from the 0.5B's pools) matched the
+# reference "Liam is a hero, and Ethan is a hero". An answer that assigns roles states them
+# plainly; one with a logical connective states a condition, not who is what.
+_ASSIGNMENT_FAMILIES = frozenset({"knights_knaves"})
+_CONNECTIVE = re.compile(r"\b(?:if|iff|or|nor|either|neither|then|unless|not)\b", re.IGNORECASE)
+
+
+def states_a_condition(problem: Problem, answer: str) -> bool:
+    """Whether ``answer`` to a role-assignment puzzle is a condition rather than an assignment."""
+    return problem.dataset in _ASSIGNMENT_FAMILIES and _CONNECTIVE.search(answer) is not None
+
+
 def answer_correct(problem: Problem, answer: str | None) -> bool:
     """Whether an extracted answer (a chain of thought's, or what a program printed) is right:
-    the project's equivalence test, then the generator's own checker for the new families."""
+    the project's equivalence test, then the generator's own checker for the new families
+    (for role assignments, only an answer that states them: :func:`states_a_condition`)."""
     if answer is None or not answer.strip():
+        return False
+    if states_a_condition(problem, answer):
         return False
     if asks_yes_or_no(problem.question):
         answer = yes_or_no(answer)  # as the reply renders a program's True/False

@@ -75,3 +75,22 @@ def test_a_programs_true_or_false_counts_as_the_yes_or_no_the_reply_renders() ->
     assert answer_correct(asked, "False") and not answer_correct(asked, "True")
     other = Problem("champ/L1/z", "champ", 1, "What does 1 > 2 evaluate to?", "No")
     assert not answer_correct(other, "False")  # not a yes/no question: the reply shows False
+
+
+def test_a_restated_condition_is_not_a_role_assignment(splits: dict[str, list[Problem]]) -> None:
+    """Answers from the 0.5B's pools that reasoning-gym's bag-of-pairs checker accepted."""
+    puzzle = next(p for p in splits["calibration"] if p.dataset == "knights_knaves")
+    first, second = (name for name, _ in _pairs(puzzle.reference))
+    role = {name: r for name, r in _pairs(puzzle.reference)}
+    stated = f"{first} is a {role[first]}, and {second} is a {role[second]}"
+    assert answer_correct(puzzle, stated)
+    assert not answer_correct(puzzle, f"{second} is a {role[second]} if and only if {first} is a {role[first]}")
+    assert not answer_correct(puzzle, f"{first} is a {role[first]} or {second} is a {role[second]}")
+    assert not answer_correct(puzzle, f"{first} is a {first} is a {role[first]} if {second} is a {role[second]}")
+
+
+def _pairs(reference: str) -> list[tuple[str, str]]:
+    """("Ethan", "angel") pairs of a knights-and-knaves reference ("Ethan is an angel, and …")."""
+    import re
+
+    return re.findall(r"(\w+) is an? (\w+)", reference)
