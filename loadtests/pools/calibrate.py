@@ -27,6 +27,7 @@ from pathlib import Path
 
 from evaluation.datasets import Problem
 from evaluation.embeddings import feature_rows
+from evaluation.escalation_join import escalation_set, merged, pairs_of
 from evaluation.live_join import LiveSet
 from evaluation.pools import ProblemPool, iter_chunks, read_pools
 from evaluation.pricing import Config, Pricer, stop_rule
@@ -35,6 +36,7 @@ from evaluation.problemset import FAMILIES, TASK_KINDS, build_problem_set, check
 from evaluation.provenance import git_describe
 from evaluation.route_fit import Fit, FitSettings, fit, pools_provenance, source_line
 from loadtests.pools.draw import DrawSettings
+from loadtests.pools.escalation import DEFAULT_PAIRS
 from loadtests.pools.live import DEFAULT_LIVE, live_set
 from loadtests.pools.run import PoolRun, StaleSettings, data_provenance
 from loadtests.pools.services import ROOT, relative_to_root
@@ -97,6 +99,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence of the priced votes")
     p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
     p.add_argument("--no-draw", action="store_true", help="only fit the table from the pools already drawn")
+    p.add_argument("--large-pools", type=Path, default=None,
+                   help="a larger model's pool folder: cascades onto it compete in the fit, and the table "
+                        "(default <out>/routing.<model>+<large>.json) is for a stack serving it as the escalation "
+                        "deployment")  # fmt: skip
 
 
 def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
@@ -125,16 +131,19 @@ class FittedPools:
     pricer: Pricer
     configs: list[Config]
     live: LiveSet | None = None
+    large_pricer: Pricer | None = None  # the escalation model's, when cascades competed
 
 
 def fit_pools(
     pools_dir: Path, model: str, *, estimator: str = "embedding", confidence: float = 0.9, limit: int = 64,
-    seed: int = 0, live_dir: Path | None = None,
+    seed: int = 0, live_dir: Path | None = None, large_pools_dir: Path | None = None,
 ) -> FittedPools:  # fmt: skip
     """Price and fit on every calibration pool in ``pools_dir``: the one fit ``calibrate`` writes
     and ``heldout`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
     live records of sequential and tree strategies (default ``docs/data/calibration/live/<model>``
-    when it exists), competing in the fit (:mod:`evaluation.live_join`)."""
+    when it exists), competing in the fit (:mod:`evaluation.live_join`). ``large_pools_dir``: a
+    larger model's pools; every servable cascade onto it competes the same way, measured where
+    both models have calibration pools (:mod:`evaluation.escalation_join`)."""
     pools = read_pools(pools_dir, "calibration")
     if not pools:
         raise SystemExit(f"error: no calibration pools in {pools_dir}: draw some first (a longer --hours?)")
@@ -150,15 +159,27 @@ def fit_pools(
     configs = default_configs(k, judges_in(pools))
     live_dir = live_dir or DEFAULT_LIVE / model
     live = live_set(live_dir, relative_to_root(live_dir)) if live_dir.is_dir() else None
+    large_pricer = None
+    if large_pools_dir is not None:
+        large_pools = read_pools(large_pools_dir, "calibration")
+        if not large_pools:
+            raise SystemExit(f"error: no calibration pools in {large_pools_dir}: the cascade cannot be priced")
+        large_pricer = Pricer(fit_latency(large_pools), stop_rule(confidence), limit=limit, seed=seed)
+        large_label = relative_to_root(large_pools_dir)
+        escalation = escalation_set(pools, large_pools, pricer, large_pricer, pairs_of(DEFAULT_PAIRS, configs),
+                                    f"cascades priced on {large_label}")  # fmt: skip
+        live = merged(live, escalation)
+        provenance["escalation"] = pools_provenance(large_label, list(iter_chunks(large_pools_dir, "calibration")),
+                                                    large_pools)  # fmt: skip
     result = fit(pools, pricer, configs, features=features, settings=FitSettings(seed=seed), provenance=provenance,
                  source=source, live=live)  # fmt: skip
-    return FittedPools(result, pools, pricer, configs, live)
+    return FittedPools(result, pools, pricer, configs, live, large_pricer)
 
 
 def fit_table(a: argparse.Namespace, pools_dir: Path) -> Fit:
     """Price and fit on every calibration pool in ``pools_dir``."""
     return fit_pools(pools_dir, a.model, estimator=a.estimator, confidence=a.confidence, limit=a.limit,
-                     seed=a.seed).fit  # fmt: skip
+                     seed=a.seed, large_pools_dir=a.large_pools).fit  # fmt: skip
 
 
 def run(a: argparse.Namespace) -> int:
@@ -174,10 +195,11 @@ def run(a: argparse.Namespace) -> int:
         print(f"drew {drawn} problem(s) into {pools_dir}")
     result = fit_table(a, pools_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table_path = a.table or out / f"routing.{safe_name(a.model)}.json"
+    name = safe_name(a.model) + (f"+{safe_name(a.large_pools.name)}" if a.large_pools else "")
+    table_path = a.table or out / f"routing.{name}.json"
     table_path.parent.mkdir(parents=True, exist_ok=True)
     table_path.write_text(json.dumps(result.table, indent=1) + "\n")
-    predictions = out / f"routing.{safe_name(a.model)}.predictions.json"
+    predictions = out / f"routing.{name}.predictions.json"
     predictions.write_text(json.dumps({"provenance": result.table["provenance"], "problems": result.predictions},
                                       indent=1) + "\n")  # fmt: skip
     from services.gateway.ladder_card import ladder_card, render_card

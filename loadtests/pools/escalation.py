@@ -24,6 +24,7 @@ import sys
 from typing import Any
 
 from evaluation.escalation import CascadeSpec, choose, escalation_report, markdown, served_route
+from evaluation.escalation_join import THRESHOLDS, pairs_of
 from evaluation.pools import Chunk, ProblemPool, iter_chunks, latest_pools
 from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import default_configs, fit_latency
@@ -38,7 +39,7 @@ DEFAULT_PAIRS = (
     # greedy chain of thought ahead of its programs: docs/strategies.md, "Escalation")
     "pot@1->cot_greedy", "pot@2->cot_greedy", "pot@3->cot_greedy", "pot@2->sc@4:es",
 )  # fmt: skip
-DEFAULT_THRESHOLDS = "0.5,0.75,0.9"
+DEFAULT_THRESHOLDS = ",".join(f"{t:g}" for t in THRESHOLDS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,14 +68,6 @@ def run(a: argparse.Namespace) -> int:
     if not small_pools or not large_pools:
         print(f"no {a.split} pools for {a.model if not small_pools else a.large_model}", file=sys.stderr)
         return 1
-    configs = {c.name: c for c in default_configs(8)}
-    pairs = []
-    for spec in a.pair or DEFAULT_PAIRS:
-        small_name, sep, large_name = spec.partition("->")
-        if not sep or small_name not in configs or large_name not in configs:
-            print(f"bad --pair {spec!r}: want small->large, each one of {', '.join(configs)}", file=sys.stderr)
-            return 2
-        pairs.append((configs[small_name], configs[large_name]))
     try:
         thresholds = [float(t) for t in a.thresholds.split(",") if t.strip()]
     except ValueError:
@@ -83,7 +76,13 @@ def run(a: argparse.Namespace) -> int:
     if not thresholds or not all(0.0 <= t <= 1.0 for t in thresholds):
         print(f"bad --thresholds {a.thresholds!r}: want numbers in [0, 1]", file=sys.stderr)
         return 2
-    candidates = [(s, la, t) for s, la in pairs for t in thresholds]
+    try:
+        # pair by pair, each at every threshold: the first pair at the first threshold is judged by default
+        candidates = [(c.small, c.large, c.threshold) for c in pairs_of(a.pair or DEFAULT_PAIRS, default_configs(8),
+                                                                          thresholds)]  # fmt: skip
+    except ValueError as err:
+        print(f"bad --pair: {err}", file=sys.stderr)
+        return 2
     stop = stop_rule(a.confidence)
 
     def reports_on(split: str) -> list[dict[str, Any]] | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.calibration import BUDGET_MULTIPLES, PREFILL_WEIGHT
+from evaluation.escalation_join import cascade_estimates, pairs_of
 from evaluation.frontier import by_task
 from evaluation.frontier_png import plot
 from evaluation.heldout_checks import Check, all_checks
@@ -38,14 +39,16 @@ from evaluation.heldout_ladder import (
     problem_budgets,
     routed_labels,
 )
-from evaluation.pools import iter_chunks, read_pools, task_type_of
+from evaluation.live_join import LiveSet, add_measured
+from evaluation.pools import ProblemPool, iter_chunks, read_pools, task_type_of
 from evaluation.pricing import Config, Pricer, stop_rule
 from evaluation.pricing_table import fit_latency, price_all
 from evaluation.provenance import provenance
 from evaluation.route_fit import NOT_ROUTABLE, pools_provenance, problem_stats
 from loadtests.grid import EFFORTS
 from loadtests.ladder import route_questions
-from loadtests.pools.calibrate import fit_pools
+from loadtests.pools.calibrate import FittedPools, fit_pools
+from loadtests.pools.escalation import DEFAULT_PAIRS
 from loadtests.pools.run import DEFAULT_POOLS
 from loadtests.pools.services import ROOT, relative_to_root
 from services.gateway.routing import RoutingTable
@@ -66,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--estimator", choices=["embedding", "none"], default="embedding")
     p.add_argument("--img-dir", type=Path, default=DEFAULT_IMG_DIR,
                    help="frontier PNG per task kind (default docs/img/frontier/heldout)")  # fmt: skip
+    p.add_argument("--large-pools", type=Path, default=None,
+                   help="a larger model's pool folder: cascades onto it compete in the fit and are priced on the "
+                        "held-out problems drawn for both models (elsewhere a routed cascade is unpriced)")  # fmt: skip
 
 
 def intended(chunks: Sequence[Any]) -> tuple[int | None, list[str]]:
@@ -136,7 +142,7 @@ def frontiers(groups: Mapping[str, Mapping[str, Any]], outcomes: Outcomes, rows:
 def run(a: argparse.Namespace) -> int:
     pools_dir = a.pools or DEFAULT_POOLS / a.model
     fitted = fit_pools(pools_dir, a.model, estimator=a.estimator, confidence=a.confidence, limit=a.limit,
-                       seed=a.seed)  # fmt: skip
+                       seed=a.seed, large_pools_dir=a.large_pools)  # fmt: skip
     table = RoutingTable.model_validate(fitted.fit.table)
     heldout = read_pools(pools_dir, "heldout")
     chunks = list(iter_chunks(pools_dir, "heldout"))
@@ -153,6 +159,8 @@ def run(a: argparse.Namespace) -> int:
                for e, per in routes.items()}  # fmt: skip
     pricer = Pricer(fit_latency(heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
     outcomes = Outcomes.of(heldout, price_all(pricer, heldout, fitted.configs), fitted.configs)
+    if a.large_pools is not None and fitted.live is not None:
+        _add_cascades(outcomes, heldout, read_pools(a.large_pools, "heldout"), pricer, fitted, a)
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
     calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
     budgets = fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
@@ -195,6 +203,19 @@ def run(a: argparse.Namespace) -> int:
     out.write_text(json.dumps(body, indent=1, default=str) + "\n")
     print(f"\nwrote {out}")
     return 0
+
+
+def _add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldout: Sequence[ProblemPool],
+                  pricer: Pricer, fitted: FittedPools, a: argparse.Namespace) -> None:  # fmt: skip
+    """Every cascade the fit could route to, priced on the held-out problems drawn for both
+    models, into ``outcomes`` (in place)."""
+    if not large_heldout:
+        return
+    assert fitted.live is not None
+    large = Pricer(fit_latency(large_heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
+    pairs = [p for p in pairs_of(DEFAULT_PAIRS, fitted.configs) if p.label in fitted.live.routes]
+    estimates = cascade_estimates(heldout, large_heldout, pricer, large, pairs)
+    add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)
 
 
 def _oracles(configs: Sequence[Config]) -> list[str]:

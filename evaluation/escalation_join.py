@@ -1,0 +1,120 @@
+"""The cascade as a configuration the ladder routes to (issue 20 item 4, issue 21 item 4; pure).
+
+Whether escalating to a larger model pays, and at which efforts, is for calibration to decide
+on both models' pools. The cascade is priced from the two pools
+(:func:`evaluation.pricing_table.cascade`) on the problems drawn for both models, which are
+fewer than the small model's (the larger model draws three times slower): exactly the shape of
+the live tree strategies, measured on a subset. So each priced cascade joins the route fit as a
+:class:`~.live_join.LiveSet` configuration: measured where both pools exist, imputed elsewhere by
+the difference estimator of :mod:`~.live_join` (or left out of a group nothing imputes), and
+routed as the served ``cascade`` route (:func:`evaluation.escalation.served_route`). On held-out
+problems the same pricing gives a routed cascade its outcome where both pools exist; elsewhere
+it is unpriced, never wrong.
+
+A table fitted with cascades routes requests to the escalation deployment, so it is served only
+by a stack that has one (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): it is a table of its own, never
+the small model's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaluation.escalation import served_route
+from evaluation.live_join import MIN_LIVE, LiveSet
+from evaluation.pools import ProblemPool
+from evaluation.pricing import Config, Estimate, Pricer
+from evaluation.pricing_table import cascade
+from evaluation.route_fit import route_of
+
+THRESHOLDS = (0.5, 0.75, 0.9)
+
+
+@dataclass(frozen=True)
+class CascadePair:
+    """One cascade: the small model's configuration, the large one's, the confidence threshold."""
+
+    small: Config
+    large: Config
+    threshold: float
+
+    @property
+    def label(self) -> str:
+        return f"cascade:{self.small.name}->{self.large.name}@{self.threshold:g}"
+
+
+def pairs_of(
+    specs: Iterable[str], configs: Sequence[Config], thresholds: Sequence[float] = THRESHOLDS
+) -> list[CascadePair]:
+    """Every ``small->large`` spec (configuration names of ``configs``) at every threshold;
+    raises ``ValueError`` naming a spec that does not parse."""
+    by_name = {c.name: c for c in configs}
+    pairs = []
+    for spec in specs:
+        small, sep, large = spec.partition("->")
+        if not sep or small not in by_name or large not in by_name:
+            raise ValueError(f"bad cascade pair {spec!r}: want small->large, each one of {', '.join(by_name)}")
+        pairs += [CascadePair(by_name[small], by_name[large], t) for t in thresholds]
+    return pairs
+
+
+def cascade_estimates(
+    small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool], small: Pricer, large: Pricer,
+    pairs: Sequence[CascadePair],
+) -> dict[str, dict[str, Estimate]]:  # fmt: skip
+    """Label -> problem id -> the cascade's priced outcome, on the problems drawn for both models."""
+    large_by_id = {p.id: p for p in large_pools}
+    both = [(p, large_by_id[p.id]) for p in small_pools if p.id in large_by_id]
+    out: dict[str, dict[str, Estimate]] = {}
+    for pair in pairs:
+        per = {}
+        for s, la in both:
+            e = cascade(small, large, s, la, pair.small, pair.large, pair.threshold)
+            if e is not None:
+                per[s.id] = e
+        if per:
+            out[pair.label] = per
+    return out
+
+
+def served_routes(
+    pairs: Sequence[CascadePair], small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool]
+) -> dict[str, dict[str, Any]]:
+    """Label -> the served ``cascade`` route, for every pair the cascade strategy can run (its
+    small side a vote: pairs it cannot serve are left out, so they never compete)."""
+    routes = {}
+    for pair in pairs:
+        try:
+            routes[pair.label] = served_route(route_of(pair.small, small_pools), route_of(pair.large, large_pools),
+                                              pair.threshold)  # fmt: skip
+        except ValueError:
+            continue
+    return routes
+
+
+def escalation_set(
+    small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool], small: Pricer, large: Pricer,
+    pairs: Sequence[CascadePair], source: str, min_live: int = MIN_LIVE,
+) -> LiveSet | None:  # fmt: skip
+    """The servable cascades, priced where both models have pools, as the route fit takes them
+    (``None``: no problem has both)."""
+    routes = served_routes(pairs, small_pools, large_pools)
+    estimates = cascade_estimates(small_pools, large_pools, small, large, [p for p in pairs if p.label in routes])
+    if not estimates:
+        return None
+    return LiveSet(estimates, {label: routes[label] for label in estimates}, min_live, source)
+
+
+def merged(*sets: LiveSet | None) -> LiveSet | None:
+    """One set with every configuration of ``sets`` (labels are distinct by construction: live
+    names such as ``beam@4``, cascades ``cascade:…``); the smallest ``min_live`` of them."""
+    present = [s for s in sets if s is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    estimates = {k: v for s in present for k, v in s.estimates.items()}
+    routes = {k: v for s in present for k, v in s.routes.items()}
+    return LiveSet(estimates, routes, min(s.min_live for s in present), "; ".join(s.source for s in present))
