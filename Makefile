@@ -172,10 +172,18 @@ calibrate: $(VENV)/.installed $(if $(TARGET),,models)
 # The table shipped for the embedded model, refitted from its committed calibration pools (no
 # model runs; the predictions go beside the pools' report folder).
 SHIPPED_MODEL := qwen2.5-coder-0.5b
+ESCALATION_MODEL := qwen2.5-coder-1.5b
 routing-table: $(VENV)/.installed
 	$(PY) -m loadtests.pools calibrate --model $(SHIPPED_MODEL) --no-draw \
 		--pools docs/data/calibration/pools/$(SHIPPED_MODEL) --out docs/data/calibration/$(SHIPPED_MODEL) \
 		--table services/gateway/routing/routing.$(SHIPPED_MODEL).json
+	# The same fit with cascades onto the larger model competing, where it has pools: the table
+	# `ttc stack` serves when TTC_STACK_LARGE_MODEL serves that model (docs/effort-ladder.md).
+	if [ -d docs/data/calibration/pools/$(ESCALATION_MODEL) ]; then \
+		$(PY) -m loadtests.pools calibrate --model $(SHIPPED_MODEL) --no-draw \
+			--pools docs/data/calibration/pools/$(SHIPPED_MODEL) --out docs/data/calibration/$(SHIPPED_MODEL) \
+			--large-pools docs/data/calibration/pools/$(ESCALATION_MODEL) \
+			--table services/gateway/routing/routing.$(SHIPPED_MODEL)+$(ESCALATION_MODEL).json; fi
 	$(PY) scripts/ladder_doc.py --write
 
 clean:

@@ -109,7 +109,8 @@ def escalation_set(
 
 def merged(*sets: LiveSet | None) -> LiveSet | None:
     """One set with every configuration of ``sets`` (labels are distinct by construction: live
-    names such as ``beam@4``, cascades ``cascade:…``); the smallest ``min_live`` of them."""
+    names such as ``beam@4``, cascades ``cascade:…``), each keeping its own source; the smallest
+    ``min_live`` of them."""
     present = [s for s in sets if s is not None]
     if not present:
         return None
@@ -117,4 +118,5 @@ def merged(*sets: LiveSet | None) -> LiveSet | None:
         return present[0]
     estimates = {k: v for s in present for k, v in s.estimates.items()}
     routes = {k: v for s in present for k, v in s.routes.items()}
-    return LiveSet(estimates, routes, min(s.min_live for s in present), "; ".join(s.source for s in present))
+    sources = {k: s.source_of(k) for s in present for k in s.estimates}
+    return LiveSet(estimates, routes, min(s.min_live for s in present), "; ".join(s.source for s in present), sources)

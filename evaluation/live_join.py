@@ -22,7 +22,7 @@ configuration) figures are imputed is returned so routes and reports can say so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,11 @@ class LiveSet:
     routes: Mapping[str, Mapping[str, Any]]
     min_live: int = MIN_LIVE
     source: str = "live records"
+    label_sources: Mapping[str, str] = field(default_factory=dict)  # a label's own, where sets were merged
+
+    def source_of(self, label: str) -> str:
+        """Where ``label``'s measurements come from."""
+        return self.label_sources.get(label, self.source)
 
 
 def add_measured(

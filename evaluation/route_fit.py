@@ -265,7 +265,7 @@ class _Context:
         if self.live is not None and label in self.live.routes:
             route = dict(self.live.routes[label])
             guessed = sum(1 for m in members if m.problem_id in self.imputed.get(label, {}))
-            where += (f"; {label} measured live ({self.live.source}) on {len(members) - guessed}, imputed by the "
+            where += (f"; {label} measured ({self.live.source_of(label)}) on {len(members) - guessed}, imputed by the "
                       f"difference estimator on {guessed}")  # fmt: skip
         else:
             route = route_of(self.configs[label], self.pools)

@@ -37,6 +37,7 @@ from services.common.exit_status import describe_exit
 from services.common.settings import CommonSettings, StackSettings
 
 RUN_DIR = Path(".run")
+ROUTING_DIR = Path(__file__).resolve().parent / "gateway" / "routing"
 #: lines of a child's log shown when it crash-loops or dies while the stack starts
 TAIL_LINES = 10
 
@@ -251,11 +252,26 @@ def supervise(children: list[Child], env: dict[str, str], stopping: Callable[[],
         time.sleep(tick_s)
 
 
-def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def escalation_table(small: str, large: str, routing_dir: Path = ROUTING_DIR) -> Path | None:
+    """The shipped table of ``small`` fitted with cascades onto ``large`` (``make routing-table``
+    writes ``routing.<small>+<large>.json`` where both models have pools), if there is one."""
+    path = routing_dir / f"routing.{small}+{large}.json"
+    return path if path.is_file() else None
+
+
+def large_model_wiring(
+    stack: StackSettings, env: dict[str, str], routing_dir: Path = ROUTING_DIR
+) -> tuple[dict[str, str], dict[str, str]]:
     """The large model's policy child's settings, and the stack environment with its deployment
     added to the gateway's, the workers' and the verifier's per-model targets (kept with any the
-    user set), so clients can ask for it and TTC_ORCHESTRATOR_JUDGE_MODEL can make it the judge."""
+    user set), so clients can ask for it and TTC_ORCHESTRATOR_JUDGE_MODEL can make it the judge.
+    Where a table fitted with cascades onto it exists for the default model, the gateway routes
+    the default model by that table (unless TTC_GATEWAY_ROUTING_TABLES is set): its efforts
+    escalate where calibration found escalating pays."""
+    from services.gateway.fleet import parse_pairs
+    from services.gateway.settings import GatewaySettings
     from services.policy.models import model_id
+    from services.policy.settings import PolicySettings
 
     if not stack.large_model:
         return {}, env
@@ -270,6 +286,11 @@ def large_model_wiring(stack: StackSettings, env: dict[str, str]) -> tuple[dict[
     for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS", "TTC_VERIFIER_POLICY_TARGETS"):
         wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
     wired.setdefault("TTC_ORCHESTRATOR_ESCALATION_MODEL", model_id(stack.large_model))  # the cascade's target
+    small = model_id(env.get("TTC_POLICY_MODEL") or str(PolicySettings.model_fields["model"].default))
+    table = escalation_table(small, model_id(stack.large_model), routing_dir)
+    if table is not None and "TTC_GATEWAY_ROUTING_TABLES" not in env:
+        tables = parse_pairs(str(GatewaySettings.model_fields["routing_tables"].default), "TTC_GATEWAY_ROUTING_TABLES")
+        wired["TTC_GATEWAY_ROUTING_TABLES"] = ",".join(f"{m}={p}" for m, p in {**tables, small: str(table)}.items())
     return child, wired
 
 

@@ -167,12 +167,17 @@ def fit_pools(
         large_pricer = Pricer(fit_latency(large_pools), stop_rule(confidence), limit=limit, seed=seed)
         large_label = relative_to_root(large_pools_dir)
         escalation = escalation_set(pools, large_pools, pricer, large_pricer, pairs_of(DEFAULT_PAIRS, configs),
-                                    f"cascades priced on {large_label}")  # fmt: skip
+                                    f"priced from both models' pools, {large_label}")  # fmt: skip
         live = merged(live, escalation)
         provenance["escalation"] = pools_provenance(large_label, list(iter_chunks(large_pools_dir, "calibration")),
                                                     large_pools)  # fmt: skip
     result = fit(pools, pricer, configs, features=features, settings=FitSettings(seed=seed), provenance=provenance,
                  source=source, live=live)  # fmt: skip
+    if large_pools_dir is not None:
+        models = provenance["escalation"]["model"]
+        if len(models) != 1:
+            raise SystemExit(f"error: {large_pools_dir} holds pools of {len(models)} models ({models}): want one")
+        result.table["escalation_model"] = models[0]  # what the cascade routes escalate to
     return FittedPools(result, pools, pricer, configs, live, large_pricer)
 
 

@@ -136,7 +136,7 @@ def live_set(directory: Path, source: str = "") -> LiveSet | None:
     if not estimates:
         return None
     routes = {name: pin_route(GatewayPin(**pins[name])) for name in estimates}
-    return LiveSet(estimates, routes, source=source or str(directory))
+    return LiveSet(estimates, routes, source=f"live: {source or directory}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, par
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
-from services.gateway.model_tables import ModelRouting, ModelTables, TableFile, load_model_tables
+from services.gateway.model_tables import ModelRouting, ModelTables, TableFile, check_escalation, load_model_tables
 from services.gateway.planning import Planner
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore
@@ -85,6 +85,7 @@ def build_app(
     aliases = parse_pairs(settings.model_aliases, "TTC_GATEWAY_MODEL_ALIASES")  # fail at start-up
     # Every table, the default and each model's own, is read and validated now, not on a request.
     tables = load_model_tables(settings.routing_table, settings.routing_tables, aliases)
+    check_escalation(tables, parse_pairs(settings.policy_targets, "TTC_GATEWAY_POLICY_TARGETS"))
     # The MiniLM weights, once per app, when some table's estimator embeds.
     embedding = [
         f.table.estimator for f in [tables.default, *tables.by_model.values()] if f.table.estimator.kind == "embedding"

@@ -88,3 +88,19 @@ def load_model_tables(default_path: str, per_model: str, aliases: Mapping[str, s
             raise ValueError(f"{SETTING}: {model!r} is an alias of {aliases[model]!r}; name the served model")
     by_model = {model: load_table_file(path, f"{SETTING} (model {model!r})") for model, path in pairs.items()}
     return ModelTables(load_table_file(default_path), by_model)
+
+
+def check_escalation(tables: ModelTables, deployments: Mapping[str, str]) -> None:
+    """Refuse at start-up a table whose cascade routes escalate to a model with no deployment of
+    its own (``deployments``: ``TTC_GATEWAY_POLICY_TARGETS``, model -> target): every request
+    routed there would fail. The message names the model, the table and the setting to add."""
+    named = [("TTC_GATEWAY_ROUTING_TABLE", tables.default)] + [(f"{SETTING} (model {m!r})", f)
+                                                              for m, f in tables.by_model.items()]  # fmt: skip
+    for what, file in named:
+        model = file.table.escalation_model
+        if model is not None and file.table.escalates() and model not in deployments:
+            raise ValueError(
+                f"{what}: the routing table {file.path!r} escalates to {model!r}, which TTC_GATEWAY_POLICY_TARGETS "
+                f"does not serve; add {model}=<host:port> (ttc stack: TTC_STACK_LARGE_MODEL={model}) or serve a table "
+                "without cascade routes"
+            )

@@ -111,6 +111,13 @@ class RoutingTable(_Strict):
     task_routes: dict[TaskType, EffortRoutes] = Field(
         default_factory=dict, description="Per task type, efforts whose routes replace those of 'routes'."
     )
+    escalation_model: str | None = Field(
+        None,
+        min_length=1,
+        description="The larger model the table's cascade routes escalate to (fitted on its pools): a gateway "
+        "serving the table must have a deployment of it (TTC_GATEWAY_POLICY_TARGETS), and the workers escalate "
+        "to it (TTC_ORCHESTRATOR_ESCALATION_MODEL). Required when any route is a cascade.",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> RoutingTable:
@@ -127,7 +134,14 @@ class RoutingTable(_Strict):
         for where, routes in tables:
             for effort, bins in routes.items():
                 _check_bins(f"{where}.{effort}", bins, names)
+        if self.escalation_model is None and self.escalates():
+            raise ValueError("the table routes to 'cascade' but names no escalation_model to escalate to")
         return self
+
+    def escalates(self) -> bool:
+        """Whether any route is a cascade (so serving the table needs its escalation model)."""
+        every = [self.routes, *self.task_routes.values()]
+        return any(r.strategy == "cascade" for routes in every for bins in routes.values() for r in bins.values())
 
     def effort_routes(self, effort: Effort, task_type: TaskType | None = None) -> dict[str, Route]:
         """The bins → route map for ``effort``: the task type's override, else the default."""

@@ -82,3 +82,21 @@ def test_the_large_model_is_its_own_policy_deployment_wired_to_the_gateway_and_w
     assert wired["TTC_VERIFIER_POLICY_TARGETS"] == "qwen2.5-coder-1.5b=127.0.0.1:50071"
     assert wired["TTC_ORCHESTRATOR_ESCALATION_MODEL"] == "qwen2.5-coder-1.5b"
     assert wired["PATH"] == "/bin" and "TTC_POLICY_MODEL" not in wired
+
+
+def test_the_default_model_is_routed_by_its_escalation_table_where_one_was_fitted(tmp_path: Path) -> None:
+    from services.common.settings import StackSettings
+    from services.stack import large_model_wiring
+
+    large = StackSettings(large_model="big")
+    env = {"TTC_POLICY_MODEL": "small"}
+    assert "TTC_GATEWAY_ROUTING_TABLES" not in large_model_wiring(large, env, tmp_path)[1]  # none fitted
+    table = tmp_path / "routing.small+big.json"
+    table.write_text("{}")
+    wired = large_model_wiring(large, env, tmp_path)[1]
+    assert wired["TTC_GATEWAY_ROUTING_TABLES"].split(",") == [
+        "qwen2.5-coder-0.5b=services/gateway/routing/routing.qwen2.5-coder-0.5b.json",  # the shipped ones stay
+        f"small={table}",
+    ]
+    mine = {**env, "TTC_GATEWAY_ROUTING_TABLES": "small=mine.json"}
+    assert large_model_wiring(large, mine, tmp_path)[1]["TTC_GATEWAY_ROUTING_TABLES"] == "small=mine.json"

@@ -62,6 +62,7 @@ def test_merged_keeps_every_configuration_and_the_smallest_minimum() -> None:
     both = merged(beam, None, cascade)
     assert both is not None and set(both.estimates) == {"beam@4", "cascade:a->b@0.5"}
     assert both.min_live == 2 and both.source == "live; pools"
+    assert both.source_of("beam@4") == "live" and both.source_of("cascade:a->b@0.5") == "pools"
     assert merged(None, beam) is beam and merged(None) is None
 
 
@@ -80,7 +81,7 @@ def test_the_fit_escalates_where_the_large_model_pays_and_not_where_it_does_not(
     climbed = [effort for effort, bins in routes.items() if bins["*"]["strategy"] == "cascade"]
     assert climbed and "none" not in climbed
     assert (
-        "measured live (both pools) on 4, imputed by the difference estimator on 2"
+        "measured (both pools) on 4, imputed by the difference estimator on 2"
         in routes[climbed[0]]["*"]["expected"]["source"]
     )
     flat = _fit(large_right=False).table["task_routes"]["arithmetic"]

@@ -315,3 +315,36 @@ def test_the_doc_section_lists_the_default_then_each_named_model(tmp_path: Path)
     alpha, zeta = section.index("### The ladder of `alpha`"), section.index("### The ladder of `zeta`")
     assert default < alpha < zeta
     assert render_card(ladder_card("alpha", tables.by_model["alpha"], own=True)) in section
+
+
+def _escalating(tmp_path: Path, escalation_model: str | None) -> Path:
+    """The shipped table with ``high`` routed to a cascade (and ``escalation_model`` named)."""
+    raw = json.loads(SHIPPED.read_text())
+    raw["routes"]["high"] = {"*": {"strategy": "cascade", "n": 2, "token_budget": 2048, "params": {"threshold": 0.5}}}
+    if escalation_model is not None:
+        raw["escalation_model"] = escalation_model
+    path = tmp_path / "escalating.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def test_a_table_that_escalates_names_its_model_and_is_served_only_beside_it(tmp_path: Path) -> None:
+    from services.gateway.model_tables import check_escalation
+
+    with pytest.raises(ValueError, match="names no escalation_model"):
+        load_table_file(_escalating(tmp_path, None))
+    tables = load_model_tables(str(SHIPPED), f"small={_escalating(tmp_path, 'large')}")
+    assert tables.of("small").table.escalates() and not tables.default.table.escalates()
+    check_escalation(tables, {"large": "127.0.0.1:1"})  # the escalation deployment is served
+    with pytest.raises(ValueError, match=r"\(model 'small'\).*escalates to 'large'.*TTC_STACK_LARGE_MODEL=large"):
+        check_escalation(tables, {"other": "127.0.0.1:1"})
+    check_escalation(load_model_tables(str(SHIPPED), ""), {})  # no cascade routes: nothing to serve beside
+
+
+def test_the_gateway_refuses_to_start_with_a_table_whose_escalation_model_it_does_not_serve(tmp_path: Path) -> None:
+    from services.common.settings import CommonSettings
+    from services.gateway.app import build_app
+
+    settings = GatewaySettings(routing_tables=f"small={_escalating(tmp_path, 'large')}")
+    with pytest.raises(ValueError, match="escalates to 'large'"):
+        build_app(settings, CommonSettings())
