@@ -6,7 +6,9 @@ SmolLM2; `make models-large` prepares the 1.5B for the real pairing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,15 +21,45 @@ pytestmark = pytest.mark.e2e
 LARGE = "qwen2.5-coder-0.5b"
 
 
+SMALL = LocalStack.model
+ROOT = Path(__file__).resolve().parents[2]
+# What every route at `high` runs in the small model's table: a cascade at a threshold no vote
+# reaches, so the small model's chain of thought is skipped and the large one answers greedily.
+ESCALATING_ROUTE = {
+    "strategy": "cascade",
+    "n": 1,
+    "token_budget": 64,
+    "params": {
+        "inner": "self_consistency",
+        "threshold": 1.0,
+        "large_inner": "single",
+        "large_params": {"greedy": True},
+    },
+}
+
+
+def _escalating_table(directory: Path) -> Path:
+    """The shipped default table with `high` routed to the cascade onto LARGE, for every task type."""
+    table = json.loads((ROOT / "services/gateway/routing/routing.v2.json").read_text())
+    for routes in [table["routes"], *table.get("task_routes", {}).values()]:
+        routes["high"] = {"*": ESCALATING_ROUTE}
+    table["escalation_model"] = LARGE
+    path = directory / f"routing.{SMALL}+{LARGE}.json"
+    path.write_text(json.dumps(table))
+    return path
+
+
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[LocalStack, int]]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, int]]:
     metrics_port = free_port()
+    table = _escalating_table(tmp_path_factory.mktemp("tables"))
     s = LocalStack(
         concurrency=2,
         extra_env={
             "TTC_STACK_LARGE_MODEL": LARGE,
             "TTC_STACK_LARGE_MODEL_PORT": str(free_port()),
             "TTC_STACK_LARGE_MODEL_METRICS_PORT": str(metrics_port),
+            "TTC_GATEWAY_ROUTING_TABLES": f"{SMALL}={table}",
         },
     )
     try:
@@ -129,3 +161,32 @@ def test_a_cascade_can_answer_with_the_large_models_greedy_chain_of_thought(stac
     error = bad.value.body if isinstance(bad.value.body, dict) else {}
     error = error.get("error", error)  # the SDK hands over the error object, or its envelope
     assert "bogus" in str(error.get("message")) and str(error.get("param")).endswith("large_params.bogus"), error
+
+
+def test_an_effort_whose_route_is_a_cascade_escalates_to_the_large_model_unpinned(
+    stack: tuple[LocalStack, int],
+) -> None:
+    """A table fitted with cascades (`make routing-table`: routing.<small>+<large>.json) routes an
+    effort to the escalation deployment with no pin in the request; the card says so; `low`
+    keeps the small model's own route."""
+    s, large_metrics = stack
+    client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=600)
+    large_before, small_before = _generated_tokens(large_metrics), _generated_tokens(s.ports["policy_metrics"])
+    reply = client.chat.completions.create(
+        model=SMALL,
+        messages=[{"role": "user", "content": "Name a colour of the rainbow. Answer with one word."}],
+        max_tokens=16,
+        reasoning_effort="high",
+    )
+    ttc = reply.model_extra["ttc"]  # type: ignore[index]
+    assert ttc["strategy"] == "cascade" and reply.choices[0].message.content
+    nodes = httpx.get(f"{s.url}/v1/traces/{ttc['trace_id']}", timeout=30).json()["nodes"]
+    assert [n["action"] for n in nodes if n["action"] in ("escalate", "settled")] == ["escalate"]
+    assert _generated_tokens(large_metrics) > large_before
+    assert _generated_tokens(s.ports["policy_metrics"]) == small_before
+    card = httpx.get(f"{s.url}/v1/models/{SMALL}/ladder", timeout=30).json()
+    assert "cascade" in json.dumps(card)  # only `high` routes to it
+    low = client.chat.completions.create(
+        model=SMALL, messages=[{"role": "user", "content": "Say hi."}], max_tokens=8, reasoning_effort="low"
+    )
+    assert low.model_extra["ttc"]["strategy"] != "cascade"  # type: ignore[index]
