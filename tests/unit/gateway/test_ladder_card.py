@@ -88,9 +88,10 @@ def test_check_fails_on_a_stale_page_and_write_repairs_it(tmp_path: Path) -> Non
     doc = tmp_path / "page.md"
     doc.write_text("# Page\n\n<!-- ladder-card:begin -->\nold\n<!-- ladder-card:end -->\nafter\n")
     script = _ladder_doc()
-    assert script.main(["--check", "--doc", str(doc)]) == 1
-    assert script.main(["--write", "--doc", str(doc)]) == 0
-    assert script.main(["--check", "--doc", str(doc)]) == 0
+    none = ["--routing-dir", str(tmp_path)]  # no table fitted with cascades: no second section needed
+    assert script.main(["--check", "--doc", str(doc), *none]) == 1
+    assert script.main(["--write", "--doc", str(doc), *none]) == 0
+    assert script.main(["--check", "--doc", str(doc), *none]) == 0
     text = doc.read_text()
     assert text.startswith("# Page\n\n<!-- ladder-card:begin -->\n## The ladder card") and text.endswith(
         "end -->\nafter\n"
@@ -98,6 +99,22 @@ def test_check_fails_on_a_stale_page_and_write_repairs_it(tmp_path: Path) -> Non
     assert render_section(_shipped_tables()) in text
     doc.write_text("# no markers\n")
     assert script.main(["--check", "--doc", str(doc)]) == 1
+
+
+def test_a_table_fitted_with_cascades_gets_its_own_generated_section(tmp_path: Path) -> None:
+    routing = tmp_path / "routing"
+    routing.mkdir()
+    _escalating(tmp_path, "big").rename(routing / "routing.small+big.json")
+    doc = tmp_path / "page.md"
+    doc.write_text("<!-- ladder-card:begin -->\n<!-- ladder-card:end -->\n")
+    script = _ladder_doc()
+    args = ["--doc", str(doc), "--routing-dir", str(routing)]
+    assert script.main(["--write", *args]) == 1  # the page has no place for it
+    doc.write_text(doc.read_text() + "<!-- ladder-card-escalation:begin -->\n<!-- ladder-card-escalation:end -->\n")
+    assert script.main(["--write", *args]) == 0 and script.main(["--check", *args]) == 0
+    escalation = doc.read_text().split("<!-- ladder-card-escalation:begin -->", 1)[1]
+    assert "Served for `small` by `ttc stack` with `TTC_STACK_LARGE_MODEL=big`" in escalation
+    assert "### The ladder of `small`" in escalation and "`cascade`" in escalation
 
 
 def test_the_shipped_settings_route_the_embedded_model_by_its_own_measured_table() -> None:
