@@ -114,6 +114,7 @@ class RoutedRun:
     retry_errors: bool = False
     api_key: str = "none"
     lock: bool | None = None
+    large_model: str = ""  # served beside as the escalation deployment; its pools let cascades compete
     grader: CodeGrader = field(default_factory=CodeGrader)
     _stack: Any = None
     _url: str = ""
@@ -126,13 +127,20 @@ class RoutedRun:
         """The table served: ``--table``, else the calibration fit, written under ``out``."""
         if self.table_path is not None:
             return RoutingTable.model_validate_json(self.table_path.read_text()), self.table_path
-        from loadtests.pools.calibrate import fit_pools
-
-        self._fitted = fit_pools(self.pools_dir, self.model, seed=self.seed)
-        path = self.out / f"routing.{safe_name(self.model)}.json"
+        self._fitted = self.fit()
+        name = safe_name(self.model) + (f"+{safe_name(self.large_model)}" if self.large_model else "")
+        path = self.out / f"routing.{name}.json"
         self.out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self._fitted.fit.table, indent=1) + "\n")
         return RoutingTable.model_validate(self._fitted.fit.table), path
+
+    def fit(self) -> Any:
+        """The calibration fit (:func:`~loadtests.pools.calibrate.fit_pools`), with the cascades
+        onto ``large_model`` competing when one is served."""
+        from loadtests.pools.calibrate import fit_pools
+
+        large = DEFAULT_POOLS / self.large_model if self.large_model else None
+        return fit_pools(self.pools_dir, self.model, seed=self.seed, large_pools_dir=large)
 
     def plan(self, table: RoutingTable) -> tuple[list[ProblemPool], list[PlannedRequest]]:
         pools = read_pools(self.pools_dir, SPLIT)
@@ -260,6 +268,11 @@ class RoutedRun:
             self._url = url
             return url
         env = {"TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={path.resolve()}"}
+        if self.large_model:
+            from loadtests.chaos_stack import free_port
+
+            env |= {"TTC_STACK_LARGE_MODEL": self.large_model, "TTC_STACK_LARGE_MODEL_PORT": str(free_port()),
+                    "TTC_STACK_LARGE_MODEL_METRICS_PORT": str(free_port())}  # fmt: skip
         self._stack, self._url = start_stack(self.model, self.timeout_s, self.log, env, f"serving {path}")
         return self._url
 
@@ -283,9 +296,7 @@ class RoutedRun:
             if self._fitted is None and fitted_on(served, self.pools_dir):
                 # A table fitted on these very pools (the shipped one): the fit gives the offline
                 # ladder its configurations and budgets, the served table its routes.
-                from loadtests.pools.calibrate import fit_pools
-
-                self._fitted = fit_pools(self.pools_dir, self.model, seed=self.seed)
+                self._fitted = self.fit()
         records, headers, _ = read_records(self.out)
         efforts = [e for e in EFFORTS if e in BUDGET_MULTIPLES]
         found = outcomes(records)
@@ -338,6 +349,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", type=Path, default=None, help="records folder (default docs/data/calibration/routed/<model>)"
     )
+    p.add_argument("--large-model", default="",
+                   help="serve this model beside as the escalation deployment (TTC_STACK_LARGE_MODEL); with its "
+                        "pools, cascades onto it compete in the fitted table")  # fmt: skip
 
 
 def run(a: argparse.Namespace) -> int:
@@ -355,6 +369,7 @@ def run(a: argparse.Namespace) -> int:
         retry_errors=a.retry_errors,
         api_key=a.api_key,
         lock=a.lock,
+        large_model=a.large_model,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through finally: chunk written, stack stopped
     try:
