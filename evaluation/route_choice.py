@@ -19,6 +19,13 @@ problems:
 A configuration that is no worse on every problem and cheaper on average (it dominates) needs
 no margin: taking it costs nothing on these problems.
 
+Both comparisons read only measurements. A configuration measured on a subset (a live tree
+strategy, a cascade onto a larger model: :mod:`~.live_join`) carries imputed figures elsewhere,
+each its group's mean difference again; counted as evidence they would shrink the standard
+error without adding any. So the problems where either side is imputed (``guessed``) are left
+out of the margin and of "no worse on every problem", and a configuration needs two measured
+problems to move a route.
+
 The margin is one-sided: the mean paired difference must exceed ``z`` standard errors (and be
 positive). With ``z = 0`` this is the plain rule restricted to improvements. Pure: no I/O.
 """
@@ -26,13 +33,21 @@ positive). With ``z = 0`` this is the plain rule restricted to improvements. Pur
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
 from evaluation.calibration import Choice, ProblemStats
 
 DEFAULT_Z = 1.0  # one standard error: about 84% one-sided, loose enough to move on 10+ problems
+Guessed = Mapping[str, Set[str]]  # configuration -> problems whose figures are imputed, not measured
+
+
+def evidence(stats: Sequence[ProblemStats], guessed: Guessed | None, *configs: str) -> list[ProblemStats]:
+    """The problems on which every one of ``configs`` was measured (all of them without ``guessed``)."""
+    if not guessed:
+        return list(stats)
+    return [s for s in stats if not any(s.problem_id in guessed.get(c, ()) for c in configs)]
 
 
 def summarize(stats: Sequence[ProblemStats], config: str) -> Choice:
@@ -44,9 +59,13 @@ def summarize(stats: Sequence[ProblemStats], config: str) -> Choice:
     )  # fmt: skip
 
 
-def beats(stats: Sequence[ProblemStats], challenger: str, incumbent: str, z: float = DEFAULT_Z) -> bool:
+def beats(
+    stats: Sequence[ProblemStats], challenger: str, incumbent: str, z: float = DEFAULT_Z, guessed: Guessed | None = None
+) -> bool:
     """Does ``challenger`` beat ``incumbent`` on ``stats`` by more than ``z`` standard errors of
-    the paired per-problem difference? Needs two problems at least (one has no spread)."""
+    the paired per-problem difference, on the problems both were measured on? Needs two
+    problems at least (one has no spread)."""
+    stats = evidence(stats, guessed, challenger, incumbent)
     if challenger == incumbent or len(stats) < 2:
         return False
     diffs = np.array([s.configs[challenger].accuracy - s.configs[incumbent].accuracy for s in stats])
@@ -57,18 +76,21 @@ def beats(stats: Sequence[ProblemStats], challenger: str, incumbent: str, z: flo
     return mean > z * se
 
 
-def dominates(stats: Sequence[ProblemStats], challenger: str, incumbent: str) -> bool:
-    """At least as accurate as ``incumbent`` on every problem, and cheaper on average: taking it
-    costs nothing on these problems, so no margin is asked."""
-    if challenger == incumbent:
+def dominates(stats: Sequence[ProblemStats], challenger: str, incumbent: str, guessed: Guessed | None = None) -> bool:
+    """At least as accurate as ``incumbent`` on every problem both were measured on (two at
+    least where some are imputed), and cheaper on average: taking it costs nothing on these
+    problems, so no margin is asked."""
+    measured = evidence(stats, guessed, challenger, incumbent)
+    if challenger == incumbent or (len(measured) < 2 and len(measured) < len(stats)) or not measured:
         return False
-    no_worse = all(s.configs[challenger].accuracy >= s.configs[incumbent].accuracy for s in stats)
+    no_worse = all(s.configs[challenger].accuracy >= s.configs[incumbent].accuracy for s in measured)
     return no_worse and summarize(stats, challenger).tokens < summarize(stats, incumbent).tokens
 
 
 def challenge(
-    stats: Sequence[ProblemStats], configs: Sequence[str], incumbent: str, budget: float, z: float = DEFAULT_Z
-) -> Choice:
+    stats: Sequence[ProblemStats], configs: Sequence[str], incumbent: str, budget: float, z: float = DEFAULT_Z,
+    guessed: Guessed | None = None,
+) -> Choice:  # fmt: skip
     """The incumbent, unless a configuration within ``budget`` beats it (:func:`beats`) or
     dominates it (:func:`dominates`); among those, the best mean accuracy (ties to fewer tokens)."""
     best = summarize(stats, incumbent)
@@ -76,7 +98,7 @@ def challenge(
         choice = summarize(stats, config)
         if choice.tokens > budget:
             continue
-        if not (beats(stats, config, incumbent, z) or dominates(stats, config, incumbent)):
+        if not (beats(stats, config, incumbent, z, guessed) or dominates(stats, config, incumbent, guessed)):
             continue
         if best.config == incumbent or (choice.accuracy, -choice.tokens) > (best.accuracy, -best.tokens):
             best = choice
@@ -97,13 +119,14 @@ def _takes_over(stats: Sequence[ProblemStats], inherited: str, incumbent: str, b
 
 def choose_stable(
     stats: Sequence[ProblemStats], configs: Sequence[str], budgets: Mapping[str, float], *, start: str,
-    parent: Mapping[str, str] | None = None, z: float = DEFAULT_Z,
+    parent: Mapping[str, str] | None = None, z: float = DEFAULT_Z, guessed: Guessed | None = None,
 ) -> dict[str, Choice]:  # fmt: skip
     """Per effort, in the budgets' order (which never fall): the choice among ``configs``
     (each priced on every one of ``stats``). The first effort's incumbent is ``start`` (one
     greedy sample) unless a parent choice is given; later ones the previous effort's choice.
     A parent's choice for an effort, when this group prices it and it fits the budget, is
-    taken over the climbing incumbent when it is no worse on these problems than it."""
+    taken over the climbing incumbent when it is no worse on these problems than it.
+    ``guessed``: per configuration, the problems whose figures are imputed (read as no evidence)."""
     out: dict[str, Choice] = {}
     incumbent = start
     for effort, budget in budgets.items():
@@ -117,7 +140,7 @@ def choose_stable(
             candidate = inherited
         if summarize(stats, candidate).tokens > budget and not out:
             candidate = cheapest(stats, configs)  # nothing fits the first budget: the cheapest is honest
-        choice = challenge(stats, configs, candidate, budget, z)
+        choice = challenge(stats, configs, candidate, budget, z, guessed)
         out[effort] = choice
         incumbent = choice.config
     return out

@@ -53,7 +53,7 @@ from evaluation.live_join import provenance as live_provenance
 from evaluation.pools import Chunk, ProblemPool, task_type_of
 from evaluation.pricing import Config, Estimate, Pricer
 from evaluation.pricing_table import price_all
-from evaluation.route_choice import DEFAULT_Z, choose_stable
+from evaluation.route_choice import DEFAULT_Z, Guessed, choose_stable
 from services.common.difficulty_features import FEATURE_SET
 
 GREEDY = "greedy"  # one greedy sample: cot_greedy on text problems, code_greedy on code ones
@@ -199,6 +199,17 @@ def family_stats(stats: Sequence[ProblemStats], family_of: Mapping[str, str]) ->
     return out
 
 
+def guessed_families(
+    imputed: Mapping[str, Mapping[str, str]], stats: Sequence[ProblemStats], family_of: Mapping[str, str]
+) -> dict[str, set[str]]:
+    """Per live or cascade configuration, the families (:func:`family_stats`' pseudo-problems)
+    on none of whose problems in ``stats`` it was measured: their means are imputation only."""
+    members: dict[str, set[str]] = {}
+    for st in stats:
+        members.setdefault(family_of[st.problem_id], set()).add(st.problem_id)
+    return {label: {f for f, ids in members.items() if ids <= set(guessed)} for label, guessed in imputed.items()}
+
+
 def budgets_for(stats: Sequence[ProblemStats], multiples: Mapping[str, float]) -> dict[str, float]:
     """The efforts' budgets on ``stats``; the multiples must not fall from one effort to the next."""
     values = list(multiples.values())
@@ -209,15 +220,15 @@ def budgets_for(stats: Sequence[ProblemStats], multiples: Mapping[str, float]) -
 
 def choose(
     stats: Sequence[ProblemStats], budgets: Mapping[str, float], parent: Mapping[str, str] | None = None,
-    z: float = DEFAULT_Z,
+    z: float = DEFAULT_Z, guessed: Guessed | None = None,
 ) -> dict[str, Choice]:  # fmt: skip
     """Per effort, the stable choice (:func:`~.route_choice.choose_stable`: from the parent
-    group's choice or the previous effort's, moved only by a paired margin) among the
-    configurations priced on all of ``stats``; ``none`` is the greedy sample."""
+    group's choice or the previous effort's, moved only by a paired margin on measured problems)
+    among the configurations priced on all of ``stats``; ``none`` is the greedy sample."""
     configs = covering(stats)
     if GREEDY not in configs:
         raise ValueError("the greedy sample is not priced on every problem: budgets have no base")
-    out = choose_stable(stats, configs, budgets, start=GREEDY, parent=parent, z=z)
+    out = choose_stable(stats, configs, budgets, start=GREEDY, parent=parent, z=z, guessed=guessed)
     if "none" in out:
         out["none"] = _best(stats, [GREEDY], math.inf)
     return out
@@ -302,7 +313,8 @@ def fit(
 
     text = [st for st, p in zip(stats, pools, strict=True) if "code" not in p.draws] or list(stats)
     per_family = family_stats(text, family_of)
-    default = choose(per_family, budgets_for(per_family, s.multiples), z=s.switch_z)
+    default = choose(per_family, budgets_for(per_family, s.multiples), z=s.switch_z,
+                     guessed=guessed_families(imputed, text, family_of))  # fmt: skip
     families = len(per_family)
     routes = {
         effort: {ANY_BIN: ctx.route(c.config, text, f"default: best on average across {families} families")}
@@ -352,12 +364,13 @@ def _task_routes(
     A binned task type is binned at every effort (``none`` too), so each bin's figures are over
     the same problems from one effort to the next and its ladder can be read down the card."""
     budgets = budgets_for(members, s.multiples)
-    overall = choose(members, budgets, parent, s.switch_z)
+    guessed = {label: set(ids) for label, ids in ctx.imputed.items()}
+    overall = choose(members, budgets, parent, s.switch_z, guessed)
     per_bin: dict[str, tuple[list[ProblemStats], dict[str, Choice]]] = {}
     for name, _ in edges:
         inside = [m for m in members if bin_of.get(m.problem_id) == name]
         if len(inside) >= s.min_bin_problems and len(inside) < len(members):
-            per_bin[name] = (inside, choose(inside, budgets, configs_of(overall), s.switch_z))
+            per_bin[name] = (inside, choose(inside, budgets, configs_of(overall), s.switch_z, guessed))
     out: dict[str, dict[str, Any]] = {}
     for effort, choice in overall.items():
         labels = {name: per_bin[name][1][effort].config if name in per_bin else choice.config for name, _ in edges}

@@ -86,3 +86,13 @@ def test_the_fit_escalates_where_the_large_model_pays_and_not_where_it_does_not(
     )
     flat = _fit(large_right=False).table["task_routes"]["arithmetic"]
     assert all(bins["*"]["strategy"] != "cascade" for bins in flat.values())
+
+
+def test_a_family_is_guessed_for_a_configuration_only_where_none_of_its_problems_was_measured() -> None:
+    from evaluation.calibration import ProblemStats
+    from evaluation.route_fit import guessed_families
+
+    stats = [ProblemStats(pid, "q", 1) for pid in ("a1", "a2", "b1", "b2")]
+    family_of = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}
+    imputed = {"cascade:x": {"a1": "a", "b1": "t", "b2": "t"}}
+    assert guessed_families(imputed, stats, family_of) == {"cascade:x": {"b"}}

@@ -39,6 +39,21 @@ def test_one_problem_has_no_spread_and_never_moves() -> None:
     assert not beats(problems({"greedy": [0.0], "pot@1": [1.0]}), "pot@1", "greedy")
 
 
+def test_imputed_figures_are_no_evidence_for_a_margin_or_dominance() -> None:
+    # pot@1 measured on p0 only (right), imputed on the rest as greedy + that difference: counted,
+    # seven identical differences of +1 would clear any margin; read as evidence, one problem cannot.
+    stats = problems({"greedy": [0.0] * 8, "pot@1": [1.0] * 8})
+    guessed = {"pot@1": {f"p{i}" for i in range(1, 8)}}
+    assert beats(stats, "pot@1", "greedy") and dominates(stats, "pot@1", "greedy")
+    assert not beats(stats, "pot@1", "greedy", guessed=guessed)
+    assert not dominates(stats, "pot@1", "greedy", guessed)
+    assert labels(choose_stable(stats, list(COST)[:2], {"minimal": 100.0}, start="greedy", guessed=guessed)) == {
+        "minimal": "greedy"
+    }
+    measured = {"pot@1": {f"p{i}" for i in range(4, 8)}}  # measured on four: the margin holds there
+    assert beats(stats, "pot@1", "greedy", guessed=measured)
+
+
 def test_a_cheaper_configuration_no_worse_anywhere_dominates() -> None:
     stats = problems({"greedy": [1, 0, 1], "pot@1": [1, 0, 1], "sc@4": [1, 1, 1]})
     assert dominates(stats, "pot@1", "greedy")
