@@ -23,8 +23,8 @@ Both comparisons read only measurements. A configuration measured on a subset (a
 strategy, a cascade onto a larger model: :mod:`~.live_join`) carries imputed figures elsewhere,
 each its group's mean difference again; counted as evidence they would shrink the standard
 error without adding any. So the problems where either side is imputed (``guessed``) are left
-out of the margin and of "no worse on every problem", and a configuration needs two measured
-problems to move a route.
+out of the margin; dominance still asks "no worse" on every problem, imputed ones included, and
+two measured ones at least. So a configuration needs two measured problems to move a route.
 
 The margin is one-sided: the mean paired difference must exceed ``z`` standard errors (and be
 positive). With ``z = 0`` this is the plain rule restricted to improvements. Pure: no I/O.
@@ -77,13 +77,14 @@ def beats(
 
 
 def dominates(stats: Sequence[ProblemStats], challenger: str, incumbent: str, guessed: Guessed | None = None) -> bool:
-    """At least as accurate as ``incumbent`` on every problem both were measured on (two at
-    least where some are imputed), and cheaper on average: taking it costs nothing on these
-    problems, so no margin is asked."""
+    """At least as accurate as ``incumbent`` on every problem, and cheaper on average: taking it
+    costs nothing on these problems, so no margin is asked. Where some figures are imputed, two
+    of the problems at least must be measured for both (an imputed figure can block dominance,
+    never establish it alone)."""
     measured = evidence(stats, guessed, challenger, incumbent)
-    if challenger == incumbent or (len(measured) < 2 and len(measured) < len(stats)) or not measured:
+    if challenger == incumbent or not measured or (len(measured) < 2 and len(measured) < len(stats)):
         return False
-    no_worse = all(s.configs[challenger].accuracy >= s.configs[incumbent].accuracy for s in measured)
+    no_worse = all(s.configs[challenger].accuracy >= s.configs[incumbent].accuracy for s in stats)
     return no_worse and summarize(stats, challenger).tokens < summarize(stats, incumbent).tokens
 
 
