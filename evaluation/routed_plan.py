@@ -6,10 +6,12 @@ route the gateway will choose (:func:`group_efforts`, the same route key the off
 labels routes by), and ONE unpinned request per group is sent with the group's lowest effort; its
 record says which efforts it stands for. The reply's ``ttc`` report must show the predicted
 route (:func:`route_mismatch`): a mismatch is a routing error, excluded and reported, never a
-wrong answer, as an infrastructure error is. :func:`outcomes` turns records into one outcome per
-(problem, effort); :func:`pending` says which pairs still need a request; :func:`summaries`
-builds the rows :mod:`~.heldout_checks` decides on (the offline ladder's :class:`Summary`);
-:func:`served_calibration` measures the served ``ttc.confidence`` on the same answers.
+wrong answer, as an infrastructure error is. :func:`adoptable` lets a run stand on another
+run's records where the two tables route a (problem, effort) to the same configuration (a table
+fitted with escalation differs from the small model's in a few bins). :func:`outcomes` turns
+records into one outcome per (problem, effort); :func:`pending` says which pairs still need a
+request; :func:`summaries` builds the rows :mod:`~.heldout_checks` decides on (the offline
+ladder's :class:`Summary`); :func:`served_calibration` measures the served ``ttc.confidence`` on the same answers.
 """
 
 from __future__ import annotations
@@ -129,6 +131,33 @@ def pending(
     return out
 
 
+def adoptable(
+    plan: Sequence[PlannedRequest], records: Sequence[Mapping[str, Any]], source: str
+) -> list[dict[str, Any]]:
+    """Another run's records that stand for this plan's (problem, effort) pairs: the newest
+    record per pair (as :func:`outcomes` reads them), kept where it has a verdict (an error or a
+    routing mismatch is sent again) and its route runs the configuration this plan predicts for
+    that effort (:func:`~.heldout_ladder.route_key`: same strategy, ``n``, verifier and params,
+    and the requests are the same: seed per problem, temperature, token cap). Each copy names
+    only the efforts it stands for here and ``adopted_from`` (``source``); copies of one record
+    for one group are one copy."""
+    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        for effort in r["efforts"]:
+            newest[(r["problem_id"], effort)] = r
+    out: list[dict[str, Any]] = []
+    for req in plan:
+        wanted = route_key(req.route)
+        stands: dict[int, tuple[Mapping[str, Any], list[str]]] = {}
+        for effort in req.efforts:
+            r = newest.get((req.problem_id, effort))
+            if r is None or r.get("error") or r.get("correct") is None or route_key(r.get("route") or {}) != wanted:
+                continue
+            stands.setdefault(id(r), (r, []))[1].append(effort)
+        out += [dict(r) | {"efforts": efforts, "adopted_from": source} for r, efforts in stands.values()]
+    return out
+
+
 def summarize_live(name: str, members: Sequence[Outcome]) -> Summary:
     """An effort's row over a group's outcomes: accuracy with its 95% Wilson interval, mean
     generated and prompt tokens, cost priced as the offline rows price it (generated +
@@ -196,11 +225,14 @@ def served_calibration(records: Sequence[Mapping[str, Any]], *, bins: int = 10, 
     bins) with a 95% percentile bootstrap over problems, mean confidence against accuracy.
     One request's answer counts once, whatever efforts it stands for (they are one answer); an
     error is no answer, and an answer served without a confidence (no vote to read) is counted
-    apart, never scored (:func:`answers`)."""
+    apart, never scored (:func:`answers`). Answers adopted from another run are counted apart
+    too: that run's stack may have served another confidence model."""
     answered = answers(records)
+    adopted = [r for r in answered if r.get("adopted_from")]
+    answered = [r for r in answered if not r.get("adopted_from")]
     scored = [r for r in answered if r.get("confidence") is not None]
     out: dict[str, Any] = {"answers": len(answered), "without_confidence": len(answered) - len(scored),
-                           "scored": len(scored)}  # fmt: skip
+                           "scored": len(scored), "adopted": len(adopted)}  # fmt: skip
     if not scored:
         return out | {"ece": None, "interval": None, "mean_confidence": None, "accuracy": None}
     probs = [float(r["confidence"]) for r in scored]

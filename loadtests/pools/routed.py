@@ -40,6 +40,7 @@ from evaluation.pools import ProblemPool, read_pools
 from evaluation.provenance import git_describe
 from evaluation.routed_plan import (
     PlannedRequest,
+    adoptable,
     error_counts,
     group_efforts,
     outcomes,
@@ -115,10 +116,12 @@ class RoutedRun:
     api_key: str = "none"
     lock: bool | None = None
     large_model: str = ""  # served beside as the escalation deployment; its pools let cascades compete
+    reuse: Path | None = None  # another run's records, standing where its table routes alike
     grader: CodeGrader = field(default_factory=CodeGrader)
     _stack: Any = None
     _url: str = ""
     _fitted: Any = None
+    sha: str = ""
 
     def log(self, message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
@@ -160,6 +163,7 @@ class RoutedRun:
         settings, sha = pool_settings(self.pools_dir, SPLIT)
         if sha != model_sha256(self.model):
             raise ValidationError(f"{self.pools_dir} was drawn from another model than {self.model}")
+        self.sha = sha
         pools, plan = self.plan(table)
         by_id = {p.id: p for p in pools}
         wanted = {
@@ -178,6 +182,10 @@ class RoutedRun:
             ):
                 raise ValidationError(f"{self.out} holds records of another model or table; use another --out")
         todo = pending(plan, records, self.retry_errors)
+        if self.reuse is not None and todo:
+            seq = self.adopt(todo, wanted, seq)
+            records = read_records(self.out)[0]
+            todo = pending(plan, records, self.retry_errors)
         self.log(
             f"{self.model}: {len(pools)} held-out problems, {len(plan)} requests planned for "
             f"{len(plan) and sum(len(r.efforts) for r in plan)} (problem, effort) pairs; {len(todo)} to send"
@@ -216,6 +224,34 @@ class RoutedRun:
             if self._stack is not None:
                 self._stack.stop()
         return sent
+
+    def adopt(self, todo: Sequence[PlannedRequest], wanted: dict[str, Any], seq: int) -> int:
+        """Copy into this run's folder, as one chunk, the records of ``reuse`` that stand for
+        pending pairs (:func:`~evaluation.routed_plan.adoptable`: same configuration routed);
+        that run must have sent the same requests (model, seed, temperature, token cap, pool
+        settings), or nothing is adopted. Returns the next chunk number."""
+        assert self.reuse is not None
+        other, headers, _ = read_records(self.reuse)
+        same = ("seed", "temperature", "max_tokens", "pool_settings")
+        for h in headers:
+            settings = h.get("settings", {})
+            if h.get("model_sha256") != self.sha or any(settings.get(k) != wanted[k] for k in same):
+                raise ValidationError(f"{self.reuse} sent other requests (model or {', '.join(same)}); not adopted")
+        adopted = adoptable(todo, other, str(self.reuse))
+        if not adopted:
+            self.log(f"{self.reuse}: no record stands for a pending request")
+            return seq
+        header = {
+            "git_describe": git_describe(), "model": self.model, "model_sha256": self.sha, "settings": wanted,
+            "base_url": "", "wall_s": 0.0, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "adopted_from": {"dir": str(self.reuse),
+                             "tables": sorted({str(h["settings"].get("table")) for h in headers}),
+                             "git_describe": sorted({str(h.get("git_describe")) for h in headers})},
+        }  # fmt: skip
+        written = write_records(self.out, SPLIT, seq, header, adopted)
+        pairs = sum(len(r["efforts"]) for r in adopted)
+        self.log(f"{written.name}: {len(adopted)} records adopted from {self.reuse} ({pairs} (problem, effort) pairs)")
+        return seq + 1
 
     async def _send(
         self,
@@ -370,6 +406,7 @@ def run(a: argparse.Namespace) -> int:
         api_key=a.api_key,
         lock=a.lock,
         large_model=a.large_model,
+        reuse=a.reuse,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through finally: chunk written, stack stopped
     try:

@@ -124,4 +124,6 @@ def _served_lines(served: Mapping[str, Any] | None) -> list[str]:
     return [f"Served `ttc.confidence` on these answers: ECE {served['ece']:.3f} [{low:.3f}, {high:.3f}] over "
             f"{served['scored']} answers of {served['problems']} problems (mean confidence "
             f"{served['mean_confidence']:.2f} against accuracy {served['accuracy']:.2f}); "
-            f"{served['without_confidence']} answers served without one.", ""]  # fmt: skip
+            f"{served['without_confidence']} answers served without one"
+            + (f"; {served['adopted']} adopted from another run, counted apart" if served.get("adopted") else "")
+            + ".", ""]  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 from evaluation.heldout_checks import all_checks
 from evaluation.routed_plan import (
     PlannedRequest,
+    adoptable,
     error_counts,
     group_efforts,
     outcomes,
@@ -140,3 +141,25 @@ def test_report_states_the_served_confidence_when_measured() -> None:
                   sorted({pid for pid, _ in found}), served)  # fmt: skip
     assert body["served_confidence"]["scored"] == 1
     assert "Served `ttc.confidence` on these answers: ECE 0.300" in body["markdown"]
+
+
+def test_another_runs_records_stand_only_where_the_route_is_the_same_and_answered() -> None:
+    plan = group_efforts("p", routes(GREEDY, GREEDY, SC4, SC4, SC8, SC8), EFFORTS)
+    other = [
+        record("p", ["none", "minimal", "low"], True, route=GREEDY),  # low is SC4 here: not adopted for it
+        record("p", ["medium"], False, route=SC4 | {"token_budget": 9}),  # budget alone: same configuration
+        record("p", ["high", "xhigh"], None, route=SC8, error="timeout", error_kind="timeout"),  # sent again
+        record("q", ["none"], True, route=GREEDY),  # another problem
+    ]
+    adopted = adoptable(plan, other, "routed/old")
+    assert [(r["efforts"], r["correct"]) for r in adopted] == [(["none", "minimal"], True), (["medium"], False)]
+    assert {r["adopted_from"] for r in adopted} == {"routed/old"}
+    assert [(r.effort, r.efforts) for r in pending(plan, adopted)] == [("low", ("low",)), ("high", ("high", "xhigh"))]
+
+
+def test_adopted_answers_are_not_scored_for_the_served_confidence() -> None:
+    records = [record(f"p{i}", ["low"], i % 2 == 0, confidence=0.5) for i in range(6)]
+    records += [record("old", ["low"], True, confidence=0.1, adopted_from="routed/old")]
+    served = served_calibration(records, resamples=50)
+    assert (served["scored"], served["adopted"]) == (6, 1)
+    assert abs(served["accuracy"] - 0.5) < 1e-9

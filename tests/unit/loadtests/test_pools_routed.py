@@ -120,3 +120,63 @@ def test_a_served_table_is_priced_offline_only_when_fitted_on_these_pools(tmp_pa
     assert routed.fitted_on(shipped, routed.ROOT / "docs/data/calibration/pools/m")
     assert not routed.fitted_on(shipped, tmp_path)
     assert not routed.fitted_on(base.model_copy(update={"provenance": {}}), tmp_path)  # named no pools
+
+
+def _scripted(
+    run: RoutedRun,
+    pools: list[ProblemPool],
+    plan: list[PlannedRequest],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    table: str,
+    temperature: float = 0.0,
+) -> list[dict[str, Any]]:
+    """``run`` against a scripted gateway: the table's provenance hashes to ``table``; returns the calls."""
+    run._url = "http://x/v1"
+    monkeypatch.setattr(run, "table", lambda: (SimpleNamespace(provenance={}), tmp_path / f"{table}.json"))
+    monkeypatch.setattr(run, "plan", lambda t: (pools, plan))
+    monkeypatch.setattr(
+        routed, "pool_settings", lambda d, s: ({"temperature": temperature, "cot_max_tokens": 64}, "sha")
+    )
+    monkeypatch.setattr(routed, "model_sha256", lambda m: "sha")
+    monkeypatch.setattr(routed, "provenance_hash", lambda p: table)
+    calls: list[dict[str, Any]] = []
+
+    async def send(client: Any, kwargs: dict[str, Any], *, stream: bool) -> Reply:
+        calls.append(kwargs)
+        return _reply()
+
+    monkeypatch.setattr(routed, "send", send)
+    asyncio.run(run.run())
+    return calls
+
+
+def test_a_run_adopts_another_runs_records_where_its_table_routes_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pools = [_pool(f"p{i}") for i in range(2)]
+    old_plan = [PlannedRequest(p.id, "low", ("low", "medium"), SC4) for p in pools]
+    old = RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "old", base_url="http://x/v1")
+    assert len(_scripted(old, pools, old_plan, tmp_path, monkeypatch, "shipped")) == 2
+    cascade = {"strategy": "cascade", "n": 4, "token_budget": 256, "params": {}}
+    new_plan = [PlannedRequest("p0", "low", ("low", "medium"), SC4), PlannedRequest("p1", "low", ("low",), SC4),
+                PlannedRequest("p1", "medium", ("medium",), cascade)]  # fmt: skip
+    new = RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "new", base_url="http://x/v1", reuse=tmp_path / "old")
+    calls = _scripted(new, pools, new_plan, tmp_path, monkeypatch, "escalation")
+    assert [(c["messages"][-1]["content"], c["reasoning_effort"]) for c in calls] == [
+        (str(pools[1].problem["question"]), "medium")]  # fmt: skip  # only the cascade route is sent
+    records, headers, _ = read_records(tmp_path / "new")
+    assert headers[0]["adopted_from"]["dir"] == str(tmp_path / "old")
+    assert sorted((r["problem_id"], tuple(r["efforts"]), bool(r.get("adopted_from"))) for r in records) == [
+        ("p0", ("low", "medium"), True), ("p1", ("low",), True), ("p1", ("medium",), False)]  # fmt: skip
+    assert pending(new_plan, records) == []
+
+
+def test_records_of_other_requests_are_never_adopted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pools = [_pool("p0")]
+    plan = [PlannedRequest("p0", "low", ("low",), SC4)]
+    _scripted(RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "old", base_url="http://x/v1"), pools, plan,
+              tmp_path, monkeypatch, "shipped", temperature=0.7)  # fmt: skip
+    new = RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "new", base_url="http://x/v1", reuse=tmp_path / "old")
+    with pytest.raises(ValidationError, match="sent other requests"):
+        _scripted(new, pools, plan, tmp_path, monkeypatch, "escalation", temperature=0.0)
