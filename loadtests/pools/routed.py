@@ -388,6 +388,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--large-model", default="",
                    help="serve this model beside as the escalation deployment (TTC_STACK_LARGE_MODEL); with its "
                         "pools, cascades onto it compete in the fitted table")  # fmt: skip
+    p.add_argument("--reuse", type=Path, default=None,
+                   help="another routed run's records folder: its records stand for (problem, effort) pairs this "
+                        "table routes to the same configuration (same model, seed, temperature, token cap); "
+                        "copied in as one chunk marked adopted_from, the rest is sent")  # fmt: skip
 
 
 def run(a: argparse.Namespace) -> int:

@@ -180,3 +180,11 @@ def test_records_of_other_requests_are_never_adopted(tmp_path: Path, monkeypatch
     new = RoutedRun(model="m", pools_dir=tmp_path, out=tmp_path / "new", base_url="http://x/v1", reuse=tmp_path / "old")
     with pytest.raises(ValidationError, match="sent other requests"):
         _scripted(new, pools, plan, tmp_path, monkeypatch, "escalation", temperature=0.0)
+
+
+def test_the_command_line_names_the_run_to_reuse() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    routed.add_arguments(parser)
+    assert parser.parse_args(["--reuse", "routed/old"]).reuse == Path("routed/old")
