@@ -159,8 +159,9 @@ def run(a: argparse.Namespace) -> int:
                for e, per in routes.items()}  # fmt: skip
     pricer = Pricer(fit_latency(heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
     outcomes = Outcomes.of(heldout, price_all(pricer, heldout, fitted.configs), fitted.configs)
-    if a.large_pools is not None and fitted.live is not None:
-        _add_cascades(outcomes, heldout, read_pools(a.large_pools, "heldout"), pricer, fitted, a)
+    if a.large_pools is not None:
+        add_cascades(outcomes, heldout, read_pools(a.large_pools, "heldout"), pricer, fitted,
+                     confidence=a.confidence, limit=a.limit, seed=a.seed)  # fmt: skip
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
     calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
     budgets = fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
@@ -205,14 +206,14 @@ def run(a: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldout: Sequence[ProblemPool],
-                  pricer: Pricer, fitted: FittedPools, a: argparse.Namespace) -> None:  # fmt: skip
+def add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldout: Sequence[ProblemPool],
+                 pricer: Pricer, fitted: FittedPools, *, confidence: float, limit: int, seed: int) -> None:  # fmt: skip
     """Every cascade the fit could route to, priced on the held-out problems drawn for both
-    models, into ``outcomes`` (in place)."""
-    if not large_heldout:
+    models, into ``outcomes`` (in place); nothing when the fit had no cascades or the large
+    model no held-out pools."""
+    if not large_heldout or fitted.live is None:
         return
-    assert fitted.live is not None
-    large = Pricer(fit_latency(large_heldout), stop_rule(a.confidence), limit=a.limit, seed=a.seed)
+    large = Pricer(fit_latency(large_heldout), stop_rule(confidence), limit=limit, seed=seed)
     pairs = [p for p in pairs_of(DEFAULT_PAIRS, fitted.configs) if p.label in fitted.live.routes]
     estimates = cascade_estimates(heldout, large_heldout, pricer, large, pairs)
     add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)

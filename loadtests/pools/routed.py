@@ -346,6 +346,7 @@ class RoutedRun:
             sorted({pid for pid, _ in found}),
             served_calibration(records),
             table=served,
+            large_heldout=read_pools(DEFAULT_POOLS / self.large_model, SPLIT) if self.large_model else (),
         )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / REPORT).write_text(json.dumps(body, indent=1, default=str) + "\n")

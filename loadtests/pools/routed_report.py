@@ -29,23 +29,30 @@ from evaluation.pricing import Pricer, stop_rule
 from evaluation.pricing_table import fit_latency, price_all
 from evaluation.route_fit import problem_stats
 from loadtests.ladder import route_questions
-from loadtests.pools.heldout import HEADER, _row
+from loadtests.pools.heldout import HEADER, _row, add_cascades
 from services.gateway.routing import RoutingTable
 
 
 def offline_ladder(
-    fitted: Any, pools: Sequence[ProblemPool], efforts: Sequence[str], seed: int = 0, table: RoutingTable | None = None
+    fitted: Any,
+    pools: Sequence[ProblemPool],
+    efforts: Sequence[str],
+    seed: int = 0,
+    table: RoutingTable | None = None,
+    large_heldout: Sequence[ProblemPool] = (),
 ) -> dict[str, Any]:
     """The ladder priced on ``pools`` as ``heldout`` prices it (the fit's budgets; the routes of
-    ``table``, the served one, else the fit's own)."""
+    ``table``, the served one, else the fit's own; cascades priced where ``large_heldout``, the
+    escalation model's held-out pools, has the problem, unpriced elsewhere)."""
     table = table or RoutingTable.model_validate(fitted.fit.table)
     routes = route_questions(table, {p.id: str(p.problem["question"]) for p in pools}, efforts)
     labels = routed_labels(
         {e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()},
-        label_index(fitted.configs, fitted.pools),
+        label_index(fitted.configs, fitted.pools, fitted.live.routes if fitted.live else None),
     )
     pricer = Pricer(fit_latency(list(pools)), stop_rule(0.9), limit=64, seed=seed)
     outcomes = Outcomes.of(pools, price_all(pricer, pools, fitted.configs), fitted.configs)
+    add_cascades(outcomes, pools, large_heldout, pricer, fitted, confidence=0.9, limit=64, seed=seed)
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
     calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
     budgets = fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
@@ -64,13 +71,18 @@ def report(
     recorded: Sequence[str],
     served: Mapping[str, Any] | None = None,
     table: RoutingTable | None = None,
+    large_heldout: Sequence[ProblemPool] = (),
 ) -> dict[str, Any]:
     """``report.json``'s body, its Markdown included; ``served``: the served confidence's
     calibration on these answers (:func:`evaluation.routed_plan.served_calibration`); ``table``:
-    the served table, when it is not the fit's own (the offline ladder routes by it)."""
+    the served table, when it is not the fit's own (the offline ladder routes by it);
+    ``large_heldout``: the escalation model's held-out pools (the offline ladder prices cascades
+    on them)."""
     ids = set(recorded)
     mine = [p for p in heldout if p.id in ids]
-    offline = offline_ladder(fitted, mine, efforts, table=table) if fitted is not None and mine else {}
+    offline: dict[str, Any] = {}
+    if fitted is not None and mine:
+        offline = offline_ladder(fitted, mine, efforts, table=table, large_heldout=large_heldout)
     groups = {g: {"routed": rows, "fixed": offline.get(g, {}).get("fixed", []),
                   "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}  # fmt: skip
     checks = all_checks(groups, efforts, len(ids), None, [])
