@@ -45,6 +45,22 @@ class CascadePair:
         return f"cascade:{self.small.name}->{self.large.name}@{self.threshold:g}"
 
 
+def pair_of_label(label: str, configs: Sequence[Config]) -> CascadePair | None:
+    """The cascade a configuration label names (``cascade:<small>-><large>@<threshold>``, as
+    :attr:`CascadePair.label` writes it), or ``None`` for another label or configurations not
+    in ``configs``."""
+    body = label.removeprefix("cascade:")
+    spec, _, threshold = body.rpartition("@")
+    small, sep, large = spec.partition("->")
+    by_name = {c.name: c for c in configs}
+    if body == label or not sep or small not in by_name or large not in by_name:
+        return None
+    try:
+        return CascadePair(by_name[small], by_name[large], float(threshold))
+    except ValueError:
+        return None
+
+
 def pairs_of(
     specs: Iterable[str], configs: Sequence[Config], thresholds: Sequence[float] = THRESHOLDS
 ) -> list[CascadePair]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.calibration import BUDGET_MULTIPLES, PREFILL_WEIGHT
-from evaluation.escalation_join import cascade_estimates, pairs_of
+from evaluation.escalation_join import cascade_estimates, pair_of_label
 from evaluation.frontier import by_task
 from evaluation.frontier_png import plot
 from evaluation.heldout_checks import Check, all_checks
@@ -48,7 +48,6 @@ from evaluation.route_fit import NOT_ROUTABLE, pools_provenance, problem_stats
 from loadtests.grid import EFFORTS
 from loadtests.ladder import route_questions
 from loadtests.pools.calibrate import FittedPools, fit_pools
-from loadtests.pools.escalation import DEFAULT_PAIRS
 from loadtests.pools.run import DEFAULT_POOLS
 from loadtests.pools.services import ROOT, relative_to_root
 from services.gateway.routing import RoutingTable
@@ -214,7 +213,7 @@ def add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldo
     if not large_heldout or fitted.live is None:
         return
     large = Pricer(fit_latency(large_heldout), stop_rule(confidence), limit=limit, seed=seed)
-    pairs = [p for p in pairs_of(DEFAULT_PAIRS, fitted.configs) if p.label in fitted.live.routes]
+    pairs = [p for label in fitted.live.routes if (p := pair_of_label(label, fitted.configs)) is not None]
     estimates = cascade_estimates(heldout, large_heldout, pricer, large, pairs)
     add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)
 

@@ -96,3 +96,13 @@ def test_a_family_is_guessed_for_a_configuration_only_where_none_of_its_problems
     family_of = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}
     imputed = {"cascade:x": {"a1": "a", "b1": "t", "b2": "t"}}
     assert guessed_families(imputed, stats, family_of) == {"cascade:x": {"b"}}
+
+
+def test_a_label_names_its_cascade_back() -> None:
+    from evaluation.escalation_join import pair_of_label
+
+    pair = pairs_of(["pot@1->cot_greedy"], configs(), (0.75,))[0]
+    assert pair_of_label(pair.label, configs()) == pair
+    assert pair_of_label("pot@1", configs()) is None
+    assert pair_of_label("cascade:pot@1->pot@99@0.5", configs()) is None
+    assert pair_of_label("cascade:pot@1->pot@3@high", configs()) is None
