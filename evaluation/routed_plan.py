@@ -150,10 +150,11 @@ def adoptable(
         wanted = route_key(req.route)
         stands: dict[int, tuple[Mapping[str, Any], list[str]]] = {}
         for effort in req.efforts:
-            r = newest.get((req.problem_id, effort))
-            if r is None or r.get("error") or r.get("correct") is None or route_key(r.get("route") or {}) != wanted:
+            found = newest.get((req.problem_id, effort))
+            if found is None or found.get("error") or found.get("correct") is None:
                 continue
-            stands.setdefault(id(r), (r, []))[1].append(effort)
+            if route_key(found.get("route") or {}) == wanted:
+                stands.setdefault(id(found), (found, []))[1].append(effort)
         out += [dict(r) | {"efforts": efforts, "adopted_from": source} for r, efforts in stands.values()]
     return out
 
