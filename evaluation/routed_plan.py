@@ -11,7 +11,8 @@ run's records where the two tables route a (problem, effort) to the same configu
 fitted with escalation differs from the small model's in a few bins). :func:`outcomes` turns
 records into one outcome per (problem, effort); :func:`pending` says which pairs still need a
 request; :func:`summaries` builds the rows :mod:`~.heldout_checks` decides on (the offline
-ladder's :class:`Summary`); :func:`served_calibration` measures the served ``ttc.confidence`` on the same answers.
+ladder's :class:`Summary`); :func:`served_calibration` measures the served ``ttc.confidence`` on
+the same answers.
 """
 
 from __future__ import annotations
@@ -131,6 +132,15 @@ def pending(
     return out
 
 
+def newest_records(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(problem, effort) -> the newest record standing for it (records oldest first)."""
+    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        for effort in r["efforts"]:
+            newest[(r["problem_id"], effort)] = r
+    return newest
+
+
 def adoptable(
     plan: Sequence[PlannedRequest], records: Sequence[Mapping[str, Any]], source: str
 ) -> list[dict[str, Any]]:
@@ -141,10 +151,7 @@ def adoptable(
     and the requests are the same: seed per problem, temperature, token cap). Each copy names
     only the efforts it stands for here and ``adopted_from`` (``source``); copies of one record
     for one group are one copy."""
-    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in records:
-        for effort in r["efforts"]:
-            newest[(r["problem_id"], effort)] = r
+    newest = newest_records(records)
     out: list[dict[str, Any]] = []
     for req in plan:
         wanted = route_key(req.route)
@@ -212,11 +219,7 @@ def answers(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The answers of a routed run: the newest record per (problem, effort) stands, as in
     :func:`outcomes`; one request's answer counts once, whatever efforts it stands for; an error
     (or an ungraded reply) is no answer."""
-    newest: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in records:
-        for effort in r["efforts"]:
-            newest[(r["problem_id"], effort)] = r
-    unique = {id(r): r for r in newest.values()}
+    unique = {id(r): r for r in newest_records(records).values()}
     return [r for r in unique.values() if not r.get("error") and r.get("correct") is not None]
 
 

@@ -121,7 +121,6 @@ class RoutedRun:
     _stack: Any = None
     _url: str = ""
     _fitted: Any = None
-    sha: str = ""
 
     def log(self, message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
@@ -163,7 +162,6 @@ class RoutedRun:
         settings, sha = pool_settings(self.pools_dir, SPLIT)
         if sha != model_sha256(self.model):
             raise ValidationError(f"{self.pools_dir} was drawn from another model than {self.model}")
-        self.sha = sha
         pools, plan = self.plan(table)
         by_id = {p.id: p for p in pools}
         wanted = {
@@ -183,7 +181,7 @@ class RoutedRun:
                 raise ValidationError(f"{self.out} holds records of another model or table; use another --out")
         todo = pending(plan, records, self.retry_errors)
         if self.reuse is not None and todo:
-            seq = self.adopt(todo, wanted, seq)
+            seq = self.adopt(todo, wanted, sha, seq)
             records = read_records(self.out)[0]
             todo = pending(plan, records, self.retry_errors)
         self.log(
@@ -205,15 +203,7 @@ class RoutedRun:
                         await self._send(batch, by_id, wanted, path, table, deadline, done)
                     finally:  # an interrupted chunk keeps the requests it finished
                         if done:
-                            header = {
-                                "git_describe": git_describe(),
-                                "model": self.model,
-                                "model_sha256": sha,
-                                "settings": wanted,
-                                "base_url": self._url,
-                                "wall_s": round(time.monotonic() - began, 1),
-                                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                            }
+                            header = self._header(sha, wanted, round(time.monotonic() - began, 1))
                             written = write_records(self.out, SPLIT, seq, header, done)
                             seq, sent = seq + 1, sent + len(done)
                             self.log(f"{written.name}: {len(done)} requests; {sent}/{len(todo)} this run")
@@ -225,7 +215,7 @@ class RoutedRun:
                 self._stack.stop()
         return sent
 
-    def adopt(self, todo: Sequence[PlannedRequest], wanted: dict[str, Any], seq: int) -> int:
+    def adopt(self, todo: Sequence[PlannedRequest], wanted: dict[str, Any], sha: str, seq: int) -> int:
         """Copy into this run's folder, as one chunk, the records of ``reuse`` that stand for
         pending pairs (:func:`~evaluation.routed_plan.adoptable`: same configuration routed);
         that run must have sent the same requests (model, seed, temperature, token cap, pool
@@ -235,15 +225,13 @@ class RoutedRun:
         same = ("seed", "temperature", "max_tokens", "pool_settings")
         for h in headers:
             settings = h.get("settings", {})
-            if h.get("model_sha256") != self.sha or any(settings.get(k) != wanted[k] for k in same):
+            if h.get("model_sha256") != sha or any(settings.get(k) != wanted[k] for k in same):
                 raise ValidationError(f"{self.reuse} sent other requests (model or {', '.join(same)}); not adopted")
         adopted = adoptable(todo, other, str(self.reuse))
         if not adopted:
             self.log(f"{self.reuse}: no record stands for a pending request")
             return seq
-        header = {
-            "git_describe": git_describe(), "model": self.model, "model_sha256": self.sha, "settings": wanted,
-            "base_url": "", "wall_s": 0.0, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        header = self._header(sha, wanted, 0.0) | {
             "adopted_from": {"dir": str(self.reuse),
                              "tables": sorted({str(h["settings"].get("table")) for h in headers}),
                              "git_describe": sorted({str(h.get("git_describe")) for h in headers})},
@@ -252,6 +240,12 @@ class RoutedRun:
         pairs = sum(len(r["efforts"]) for r in adopted)
         self.log(f"{written.name}: {len(adopted)} records adopted from {self.reuse} ({pairs} (problem, effort) pairs)")
         return seq + 1
+
+    def _header(self, sha: str, wanted: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        """A records chunk's header: the code, model, request settings and gateway that wrote it."""
+        return {"git_describe": git_describe(), "model": self.model, "model_sha256": sha, "settings": wanted,
+                "base_url": self._url, "wall_s": wall_s,
+                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
 
     async def _send(
         self,
