@@ -26,8 +26,8 @@ from services.orchestrator.metering import Meter, MeteredExecutor, MeteredPolicy
 from services.search.interfaces import GenerateCall, Generation, Message, ProgramRun
 from services.search.run import run_search
 from tests.helpers.processes import free_port
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_jobs import make_job
 from tests.unit.orchestrator.policy_server import serving
 from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, _chunks_sent, served
 

@@ -31,7 +31,7 @@ from services.orchestrator.settings import OrchestratorSettings
 from services.orchestrator.worker import JobRunner
 from tests.conftest import RedisServer
 from tests.helpers.processes import free_port
-from tests.unit.orchestrator.conftest import make_job
+from tests.helpers.search_jobs import make_job
 from tests.unit.orchestrator.test_partial_usage import PROMPT, SENT, StallingPolicy, served
 
 __all__ = ["served"]  # the in-process policy fixture

@@ -19,7 +19,7 @@ from services.gen.ttc.v1 import (
 from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
 from services.search.interfaces import GenerateCall, Message, VerifyCall
 from services.search.run import run_search
-from tests.unit.orchestrator.conftest import make_job
+from tests.helpers.search_jobs import make_job
 
 
 class FakePolicy(policy_pb2_grpc.PolicyServicer):

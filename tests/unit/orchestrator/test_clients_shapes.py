@@ -16,8 +16,8 @@ from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.settings import OrchestratorSettings
 from services.search.interfaces import Constraint, GenerateCall, Message, Shape, Tool, ToolCall, Tools
 from services.search.run import run_search
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedVerifier, contains
+from tests.helpers.search_fakes import ScriptedVerifier, contains
+from tests.helpers.search_jobs import make_job
 from tests.unit.orchestrator.policy_server import serving
 
 CALL = common_pb2.ToolCall(id="call_1", name="get_time", arguments="{}")
@@ -160,6 +160,7 @@ class Traces:
 
 @pytest.mark.parametrize("stream", [True, False])
 async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[ToolPolicy, str], stream: bool) -> None:
+    from services.orchestrator.adapters import AdapterFactory
     from services.orchestrator.servicer import OrchestratorServicer
 
     fake, target = served
@@ -171,7 +172,7 @@ async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[
             asked.append(model)  # the worker's factory: the job's model picks its deployment
             return GrpcPolicy(channel if model == "qwen" else other, model, request_id=job.job_id, timeout=timeout)
 
-        servicer = OrchestratorServicer(policy_for, channel, channel, Traces())  # type: ignore[arg-type]
+        servicer = OrchestratorServicer(AdapterFactory(policy_for, channel, channel), Traces())  # type: ignore[arg-type]
         job = make_job("single")
         job.messages[0].content = "Say something."  # an open prompt: its reply is the streamed text
         job.model, job.stream_answer = "qwen", stream

@@ -19,8 +19,8 @@ from services.orchestrator.clients import GrpcPolicy, GrpcVerifier
 from services.search.interfaces import ComponentError
 from services.search.run import run_search
 from tests.helpers.processes import free_port
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise
+from tests.helpers.search_jobs import make_job
 
 
 class DownAfter(ScriptedPolicy):

@@ -21,8 +21,8 @@ from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy
 from services.orchestrator.clients import GrpcPolicy
 from services.search.interfaces import Candidate, ComponentError, GenerateCall, Generation, Message, PartialSink, Policy
 from services.search.run import run_search
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_jobs import make_job
 from tests.unit.orchestrator.policy_server import serving
 
 SENT = 7  # chunks the fake stream sends before it stalls or fails

@@ -18,7 +18,7 @@ from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy
 from services.orchestrator.clients import GrpcPolicy
 from services.orchestrator.reasoning import ReasoningBatcher
 from services.search.interfaces import ReasoningDelta
-from tests.unit.orchestrator.conftest import make_job
+from tests.helpers.search_jobs import make_job
 
 WORDS = ("The", " answer", " is", " 42.")
 
@@ -139,12 +139,13 @@ async def served() -> AsyncIterator[tuple[InterleavingPolicy, grpc.aio.Channel]]
 
 
 async def _events(channel: grpc.aio.Channel, *, quiet: bool) -> list[orchestrator_pb2.JobEvent]:
+    from services.orchestrator.adapters import AdapterFactory
     from services.orchestrator.servicer import OrchestratorServicer
 
     async def policy_for(model: str, job: orchestrator_pb2.SearchJob, timeout: float) -> GrpcPolicy:
         return GrpcPolicy(channel, model, request_id=job.job_id, timeout=timeout)
 
-    servicer = OrchestratorServicer(policy_for, channel, channel, Traces())  # type: ignore[arg-type]
+    servicer = OrchestratorServicer(AdapterFactory(policy_for, channel, channel), Traces())  # type: ignore[arg-type]
     job = make_job("self_consistency", n=3, params={"logprobs": False})
     job.stream_answer, job.quiet = True, quiet
     return [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]

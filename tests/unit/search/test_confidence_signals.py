@@ -28,8 +28,8 @@ from services.search.run import run_search
 from services.search.strategies.code_behaviour import Behaviour, Cluster, Entry
 from services.search.strategies.code_execution import cluster_signals
 from services.search.strategies.signals import agreement, answer_confidence, heaviest, task_type_of, vote_signals
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import PolicyCall, ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, contains
+from tests.helpers.search_fakes import PolicyCall, ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, contains
+from tests.helpers.search_jobs import make_job
 
 NO_VERIFIER = ScriptedVerifier(lambda text: 0.0)
 

@@ -16,8 +16,8 @@ from services.search.strategies.program import ProgramOfThought
 from services.search.strategies.results import Choice, Outcome
 from services.search.strategies.signals import answer_confidence
 from services.search.strategies.voting import SelfConsistency
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_jobs import make_job
 
 SC = {"inner": "self_consistency", "threshold": 0.75}
 

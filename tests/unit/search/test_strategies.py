@@ -15,8 +15,7 @@ from services.search.run import run_search, validate_job
 from services.search.strategies.ab_mcts import mixed_model_draw
 from services.search.strategies.mcts import TreeNode, priors, puct
 from services.search.strategies.voting import vote
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import (
+from tests.helpers.search_fakes import (
     PolicyCall,
     ScriptedPolicy,
     ScriptedVerifier,
@@ -24,6 +23,7 @@ from tests.unit.orchestrator.fakes import (
     contains,
     stepwise,
 )
+from tests.helpers.search_jobs import make_job
 
 
 def by_index(answers: list[str]):

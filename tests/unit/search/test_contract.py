@@ -15,8 +15,8 @@ from services.search.run import replay
 from services.search.run import run_search as _run_search
 from services.search.strategies import REGISTRY
 from services.search.trace import compare_choices
-from tests.unit.orchestrator.conftest import STRATEGY_CASES, case_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, contains, stepwise
+from tests.helpers.search_jobs import STRATEGY_CASES, case_job
 
 T = orchestrator_pb2
 ALL = sorted(REGISTRY)

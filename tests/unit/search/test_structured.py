@@ -1,5 +1,5 @@
 """Tools, response formats, logprobs, n answers and answer streaming through the strategies,
-with scripted policies (issue #12, the orchestrator side)."""
+with scripted policies: the orchestrator's side of the OpenAI tools and structured-output surface."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from services.gen.ttc.v1 import orchestrator_pb2 as T
 from services.search.interfaces import Candidate, Constraint, Tool, ToolCall, Tools
 from services.search.run import run_search, validate_job
 from services.search.strategies.keys import VoteKeys, calls_key, json_key
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import CALLS_MARK, PolicyCall, ScriptedPolicy, ScriptedVerifier, contains
+from tests.helpers.search_fakes import CALLS_MARK, PolicyCall, ScriptedPolicy, ScriptedVerifier, contains
+from tests.helpers.search_jobs import make_job
 
 WEATHER = {
     "type": "object",
@@ -302,8 +302,8 @@ async def test_budget_forcing_streams_its_final_answer() -> None:
 
 @pytest.mark.parametrize("name", ["self_consistency", "best_of_n", "revision", "beam_search"])
 async def test_other_strategies_send_the_chosen_answer_once(name: str) -> None:
-    from tests.unit.orchestrator.conftest import case_job
-    from tests.unit.orchestrator.fakes import stepwise
+    from tests.helpers.search_fakes import stepwise
+    from tests.helpers.search_jobs import case_job
 
     policy = ScriptedPolicy(stepwise(["42", "41"]))
     result, deltas = await stream(case_job(name), policy)

@@ -9,8 +9,8 @@ from dataclasses import fields
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.search.interfaces import BudgetUsage
 from services.search.run import run_search, usage_to_proto
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_jobs import make_job
 
 PROTO_FIELDS = [f.name for f in orchestrator_pb2.BudgetUse.DESCRIPTOR.fields]
 

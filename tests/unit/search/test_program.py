@@ -8,8 +8,8 @@ from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.search.run import run_search
 from services.search.strategies.program import program_source
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, programs_by_seed
+from tests.helpers.search_fakes import ScriptedExecutor, ScriptedPolicy, ScriptedVerifier, programs_by_seed
+from tests.helpers.search_jobs import make_job
 
 T = orchestrator_pb2
 NO_VERIFIER = ScriptedVerifier(lambda text: 0.0)

@@ -32,8 +32,8 @@ from services.search.strategies.code_behaviour import (
 from services.search.strategies.code_execution import TESTS_SYSTEM, CodeExecution
 from services.search.strategies.code_harness import harness, parse_run
 from services.search.strategies.config import StrategyInput
-from tests.unit.orchestrator.conftest import make_job
-from tests.unit.orchestrator.fakes import PolicyCall, ScriptedPolicy, ScriptedVerifier
+from tests.helpers.search_fakes import PolicyCall, ScriptedPolicy, ScriptedVerifier
+from tests.helpers.search_jobs import make_job
 
 T = orchestrator_pb2
 

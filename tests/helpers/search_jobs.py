@@ -1,4 +1,5 @@
-"""Shared job builders for the orchestrator unit tests."""
+"""``SearchJob`` builders shared by the search and orchestrator unit tests, and the small
+parameters per strategy that the contract tests run every strategy with."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def test_real_computing_programs_vote(record: dict[str, Any]) -> None:
 def test_the_capture_holds_both_kinds_from_both_prompts() -> None:
     assert len(runnable("literal")) >= 20 and len(runnable("computes")) >= 10
     assert {r["prompt"] for r in runnable("computes")} == {"old", "new"}
-    # The reply: "What is 6 times 7? Reply with the number." written as print(32).
+    # The reply that made the literal check necessary: "What is 6 times 7? Reply with the number." written as print(32).
     greedy = next(r for r in RECORDS if r["prompt"] == "old" and r["seed"] == 0 and "6 times 7" in r["question"])
     assert program_source(greedy["text"]) == "print(32)" and greedy["label"] == "literal"
 

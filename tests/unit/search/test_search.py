@@ -9,7 +9,7 @@ from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import ReasoningDelta
 from services.search.run import replay, run_search, validate_job
-from tests.unit.orchestrator.fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
+from tests.helpers.search_fakes import ScriptedPolicy, ScriptedVerifier, answers_by_seed, contains
 
 
 def make_job(
