@@ -34,7 +34,7 @@ from services.jobs.celery_app import make_celery
 from services.jobs.queue import JobQueue
 from services.orchestrator.worker import JobRunner
 from tests.helpers.processes import RedisServer
-from tests.unit.orchestrator.conftest import make_job
+from tests.helpers.search_jobs import make_job
 from tests.unit.orchestrator.test_cancelled_usage import runner
 from tests.unit.orchestrator.test_partial_usage import SENT, StallingPolicy, served
 
