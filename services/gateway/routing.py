@@ -1,6 +1,6 @@
 """The routing table: (task type, effort, difficulty bin) → strategy and budget, from a versioned file.
 
-The table is data, not code, so the load-test issue can recalibrate it (and the difficulty
+The table is data, not code, so the calibration pipeline can refit it (and the difficulty
 estimator it names, with its fitted parameters) without touching the gateway. It is validated
 completely at start-up: a table that names an unknown task type, effort, strategy or bin, or
 whose estimator parameters do not fit the gateway's features, fails loudly there, not on a

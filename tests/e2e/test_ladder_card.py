@@ -1,4 +1,4 @@
-"""The ladder card served by a running stack (issue 21 item 5, "Must show"): the real policy
+"""The ladder card served by a running stack: the real policy
 service on SmolLM2 and two gateway processes in front of it, no worker (nothing is generated).
 
 - The gateway with the shipped routing settings (the default table, and Qwen2.5-Coder-0.5B's own)

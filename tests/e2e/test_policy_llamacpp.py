@@ -290,7 +290,7 @@ def test_stats_report_live_kv_utilization(policy: tuple[policy_pb2_grpc.PolicySt
         time.sleep(0.1)
 
 
-# -- tools and structured outputs (#12) on Qwen2.5-Coder-0.5B, whose template renders tools ----
+# -- tools and structured outputs on Qwen2.5-Coder-0.5B, whose template renders tools ----------
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A search streams what it is doing, through the real queue (issue 22, the worker's side):
+"""A search streams what it is doing, through the real queue (the worker's side):
 a real Redis, a real Celery worker and the policy service on SmolLM2 (llama.cpp).
 
 A self-consistency job of three candidates goes in exactly as the gateway enqueues it; its

@@ -1,5 +1,5 @@
 """``ttc stack`` serves a second, larger model beside the default one when TTC_STACK_LARGE_MODEL
-asks for it (issue #20 item 4): its own policy deployment, listed by /v1/models, and requests
+asks for it: its own policy deployment, listed by /v1/models, and requests
 for it are generated there (its policy's token counter moves, the default one's does not).
 CI's machine has the two packaged models, so the "large" one here is Qwen2.5-Coder-0.5B beside
 SmolLM2; `make models-large` prepares the 1.5B for the real pairing."""

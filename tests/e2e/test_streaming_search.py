@@ -1,4 +1,4 @@
-"""Every strategy streams what it is doing (issue #22): through the real stack (Redis, a Celery
+"""Every strategy streams what it is doing: through the real stack (Redis, a Celery
 worker, the policy service on SmolLM2, the gateway), with the official ``openai`` SDK, at the
 default effort and at ``high``, a streaming chat request and a streaming Responses request on an
 arithmetic prompt, a code prompt and an open prompt.

@@ -1,4 +1,4 @@
-"""Structured searches end to end (issue #12, the orchestrator side): a real Redis, a real
+"""Structured searches end to end (the orchestrator's side): a real Redis, a real
 Celery worker and the policy service on Qwen2.5-Coder-0.5B (llama.cpp, its GGUF chat template
 rendering the tools, grammars constraining calls and JSON).
 

@@ -1,4 +1,4 @@
-"""Search traces fetched through the gateway replay to the same choices (issue 4).
+"""Search traces fetched through the gateway replay to the same choices.
 
 A real stack — Redis, the policy service on SmolLM2 (llama.cpp, deterministic for a fixed
 seed), the verifier service judging with the policy's logprobs, a Celery worker and the

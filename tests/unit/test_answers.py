@@ -119,7 +119,7 @@ def test_extract_code_prefers_python_and_last_block() -> None:
     assert extract_code("```sh\necho\n```", language="python") == "echo"
 
 
-# --- vote keys that cope with what programs print (issue 11) -------------------------------------
+# --- vote keys that cope with what programs print ----------------------------------------------
 
 
 @pytest.mark.parametrize(

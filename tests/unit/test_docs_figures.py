@@ -1,4 +1,4 @@
-"""Every measured figure in README.md and docs/ cites the raw data it came from (issue 19).
+"""Every measured figure in README.md and docs/ cites the raw data it came from, so it can be checked.
 
 The rule, enforced without reading prose:
 

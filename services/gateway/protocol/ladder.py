@@ -1,5 +1,5 @@
 """The ladder card: what each effort buys on a model, as ``GET /v1/models`` and
-``GET /v1/models/{model}/ladder`` serve it (issue 21 item 5).
+``GET /v1/models/{model}/ladder`` serve it, so a client can pick an effort knowing its price.
 
 ``RouteExpectation`` is both a route's field in the routing table file (written by the route
 fitter, ``evaluation/route_fit.py``) and what the card serves, so it lives here, once;

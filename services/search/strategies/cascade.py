@@ -1,6 +1,6 @@
 """Cascade: the small model's vote first, a larger deployment only when that vote is not settled.
 
-A larger model is right more often on some tasks (long products, equations: issue #20) and no
+A larger model is right more often on some tasks (long products, equations) and no
 better on others, at about three times the cost per token on 2 cores. The cascade spends that
 cost only where the cheap vote shows doubt: it runs an inner voting strategy (program-of-thought
 by default, or self-consistency) on the job's model, and when the small vote's calibrated

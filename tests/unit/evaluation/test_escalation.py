@@ -1,4 +1,5 @@
-"""The escalation report (issue 20): three arms on the problems both models drew, the verdict."""
+"""The escalation report: three arms on the problems both models drew, and the verdict on whether
+the larger model pays."""
 
 from __future__ import annotations
 

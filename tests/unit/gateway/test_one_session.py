@@ -1,4 +1,4 @@
-"""The gateway's job lifecycle is written once (issue #22): ``session.py`` holds the one loop over
+"""The gateway's job lifecycle is written once: ``session.py`` holds the one loop over
 a job's event stream, the one counter of requests by status and the one deadline; the two
 renderers (chat/completions in ``serving.py``, the Responses API in ``responses/``) import
 nothing of each other and touch no Redis. Read from the source (AST), so a second copy fails."""

@@ -1,5 +1,6 @@
-"""The #12 request surface: tools, tool turns, response formats, n, logprobs and OpenAI's
-no-effect fields, checked at the gateway (400 naming the field) and carried into the job."""
+"""The OpenAI request surface beyond plain chat: tools, tool turns, response formats, n, logprobs
+and OpenAI's no-effect fields, checked at the gateway (400 naming the field) and carried into the
+job."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Redis round trips on the per-request path, counted on a real Redis (issue #14: the gateway and
-the queue on a diet). A round trip is one write of commands to a connection: a single command
-or a whole pipeline."""
+"""Redis round trips on the per-request path, counted on a real Redis: each one is latency every
+request pays, so the count is pinned. A round trip is one write of commands to a connection: a
+single command or a whole pipeline."""
 
 from __future__ import annotations
 
