@@ -4,7 +4,9 @@ candidates exist; the policy service stopped after candidates exist and before t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import socket
 import threading
 import time
@@ -67,7 +69,14 @@ def _wait_running(stack: GatewayStack, job_id: str) -> dict[str, Any]:
 
 
 def test_killed_worker_job_finishes_on_another_worker_once(stack: GatewayStack) -> None:
-    first = stack.start_worker(concurrency=2)
+    """A worker SIGKILLed while it holds a job: another worker finishes it, once.
+
+    The job must still be running when the worker dies, on a host of any speed, so it is held at
+    a barrier rather than raced: both requests are queued while no worker runs, the policy
+    process is paused (SIGSTOP), and only then does the first worker take them. Its generation
+    call cannot return until the test resumes the policy (SIGCONT), after the kill."""
+    for worker in stack.workers:
+        worker.stop()
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": LONG_PROMPT}],
@@ -78,8 +87,6 @@ def test_killed_worker_job_finishes_on_another_worker_once(stack: GatewayStack) 
         "background": True,
     }
     job_id = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30).json()["id"]
-    holder = _wait_running(stack, job_id)["worker"]
-    assert first.proc is not None and holder.endswith(f":{first.proc.pid}")
 
     # A client waiting synchronously through the crash gets exactly one response.
     sync_reply: dict[str, Any] = {}
@@ -90,9 +97,18 @@ def test_killed_worker_job_finishes_on_another_worker_once(stack: GatewayStack) 
 
     waiter = threading.Thread(target=wait_sync)
     waiter.start()
-    time.sleep(1.0)
-    first.kill()  # SIGKILL mid-job: no acknowledgement, no result
-    assert _record(stack, job_id)["status"] == "running"
+    stack.wait_for(lambda: stack.queue_length() >= 2, timeout=60, what="both jobs queued")
+    assert stack.policy is not None and stack.policy.proc is not None
+    policy = stack.policy.proc
+    policy.send_signal(signal.SIGSTOP)
+    try:
+        first = stack.start_worker(concurrency=2)
+        holder = _wait_running(stack, job_id)["worker"]
+        assert first.proc is not None and holder.endswith(f":{first.proc.pid}")
+        first.kill()  # SIGKILL mid-job: no acknowledgement, no result
+        assert _record(stack, job_id)["status"] == "running"
+    finally:
+        policy.send_signal(signal.SIGCONT)
     second = stack.start_worker(concurrency=2)
     stack.wait_for(
         lambda: _record(stack, job_id).get("status") in ("succeeded", "failed"), timeout=180, what="redelivered job"
@@ -140,14 +156,32 @@ def test_gateway_restart_keeps_background_results(stack: GatewayStack) -> None:
         assert result.json()["usage"]["completion_tokens"] >= 1
 
 
-def _wait_cancelled_and_aborted(stack: GatewayStack, job_id: str, aborted_before: float) -> None:
-    """The job's record says cancelled and the engine counted one more cancelled request."""
+def _worker_cancellations(stack: GatewayStack) -> float:
+    """Searches the stack's live workers stopped for a cancel; each had dropped its policy call
+    by then (cancelling a gRPC call needs no answer from the policy service)."""
+    return sum(
+        stack.metric(f"http://127.0.0.1:{port}/metrics", "ttc_orchestrator_cancellations_total")
+        for worker, port in zip(stack.workers, stack.worker_metrics_ports, strict=True)
+        if worker.proc is not None and worker.proc.poll() is None
+    )
+
+
+def _wait_cancelled(stack: GatewayStack, job_id: str, cancellations_before: float) -> None:
+    """The job's record says cancelled and its worker stopped the search, its engine call with it."""
     stack.wait_for(lambda: _record(stack, job_id).get("status") == "cancelled", timeout=30, what="job cancelled")
+    stack.wait_for(
+        lambda: _worker_cancellations(stack) > cancellations_before, timeout=30, what="the worker to stop the job"
+    )
+
+
+def _wait_aborted(stack: GatewayStack, aborted_before: float) -> None:
+    """The engine counted one more cancelled request and has none in flight."""
     stack.wait_for(
         lambda: stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled") > aborted_before,
         timeout=30,
         what="engine abort",
     )
+    stack.wait_for(lambda: _engine_in_flight(stack) == 0, timeout=30, what="the engine to go idle")
 
 
 def _engine_in_flight(stack: GatewayStack) -> float:
@@ -162,6 +196,7 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
     if not any(w.proc is not None and w.proc.poll() is None for w in stack.workers):
         stack.start_worker()
     aborted_before = stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled")
+    cancellations_before = _worker_cancellations(stack)
     # A counting prompt at temperature 0 keeps the engine busy for the whole max_tokens.
     body = {
         "model": MODEL,
@@ -171,17 +206,23 @@ def test_streaming_disconnect_cancels_job_and_aborts_engine(stack: GatewayStack)
         "reasoning_effort": "none",
         "stream": True,
     }
-    with httpx.Client(timeout=60) as http, http.stream("POST", f"{stack.url}/v1/completions", json=body) as resp:
-        assert resp.status_code == 200
-        lines = resp.iter_lines()  # keep the iterator: dropping it closes the connection
-        first = next(lines)
-        assert first.startswith("data: ")
-        job_id = json.loads(first.removeprefix("data: "))["id"].split("-", 1)[1]
-        _wait_running(stack, job_id)
-        stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
-    # The client hung up: the job is cancelled and the engine request aborted.
-    _wait_cancelled_and_aborted(stack, job_id, aborted_before)
-    assert _engine_in_flight(stack) == 0
+    assert stack.policy is not None
+    with contextlib.ExitStack() as frozen:
+        with httpx.Client(timeout=60) as http, http.stream("POST", f"{stack.url}/v1/completions", json=body) as resp:
+            assert resp.status_code == 200
+            lines = resp.iter_lines()  # keep the iterator: dropping it closes the connection
+            first = next(lines)
+            assert first.startswith("data: ")
+            job_id = json.loads(first.removeprefix("data: "))["id"].split("-", 1)[1]
+            _wait_running(stack, job_id)
+            stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
+            # Frozen from here until its call is cancelled, the engine cannot finish the request
+            # by itself, however fast this host decodes.
+            frozen.enter_context(stack.policy.paused())
+        # The client hung up: the job is cancelled and its worker drops the engine call.
+        _wait_cancelled(stack, job_id, cancellations_before)
+    # Let go, the engine finds its call cancelled and aborts the request.
+    _wait_aborted(stack, aborted_before)
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="disconnect") >= 1
     assert _result_events(stack, job_id) == 1
 
@@ -192,6 +233,7 @@ def test_waiting_client_hang_up_cancels_job_and_aborts_engine(stack: GatewayStac
     if not any(w.proc is not None and w.proc.poll() is None for w in stack.workers):
         stack.start_worker()
     aborted_before = stack.policy_metric("ttc_policy_aborted_requests_total", reason="cancelled")
+    cancellations_before = _worker_cancellations(stack)
     client = redis.Redis.from_url(stack.redis.url)
 
     def jobs() -> set[bytes]:
@@ -209,14 +251,20 @@ def test_waiting_client_hang_up_cancels_job_and_aborts_engine(stack: GatewayStac
     ).encode()
     head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     head += f"Content-Length: {len(body)}\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", stack.gateway_port), timeout=60) as sock:
-        sock.sendall(head.encode() + body)
-        stack.wait_for(lambda: bool(jobs() - known), timeout=60, what="job enqueued")
-        job_id = (jobs() - known).pop().decode().split(":")[2]
-        _wait_running(stack, job_id)
-        stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
-    # The socket is closed: the waiting request hung up.
-    _wait_cancelled_and_aborted(stack, job_id, aborted_before)
+    assert stack.policy is not None
+    with contextlib.ExitStack() as frozen:
+        with socket.create_connection(("127.0.0.1", stack.gateway_port), timeout=60) as sock:
+            sock.sendall(head.encode() + body)
+            stack.wait_for(lambda: bool(jobs() - known), timeout=60, what="job enqueued")
+            job_id = (jobs() - known).pop().decode().split(":")[2]
+            _wait_running(stack, job_id)
+            stack.wait_for(lambda: _engine_in_flight(stack) >= 1, timeout=60, what="engine request in flight")
+            # Frozen until its call is cancelled: the engine cannot finish the request by itself.
+            frozen.enter_context(stack.policy.paused())
+        # The socket is closed: the waiting request hung up, and its worker drops the engine call.
+        _wait_cancelled(stack, job_id, cancellations_before)
+    # Let go, the engine finds its call cancelled and aborts the request.
+    _wait_aborted(stack, aborted_before)
     assert _result_events(stack, job_id) == 1
 
 
