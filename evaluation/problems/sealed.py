@@ -71,7 +71,7 @@ def text_hash(text: str) -> str:
 
 
 def remaining_families(catalogue: Sequence[str]) -> list[str]:
-    """Rules 1–3: the catalogue, sorted, less every family used or not a question."""
+    """Rules 1 to 3: the catalogue, sorted, less every family used or not a question."""
     used = {f.name for f in FAMILIES} | set(USED_ELSEWHERE) | set(NOT_QUESTIONS)
     return [name for name in sorted(catalogue) if name not in used]
 
@@ -107,7 +107,7 @@ def _generate(name: str, per_family: int, seed: int) -> list[SealedProblem]:
 def choose(
     catalogue: Sequence[str], *, count: int = FAMILY_COUNT, per_family: int = PER_FAMILY, seed: int = SEALED_SEED
 ) -> dict[str, Any]:
-    """The sealed split by rules 1–5, as the JSON object committed to :data:`SEALED_PATH`."""
+    """The sealed split by rules 1 to 5, as the JSON object committed to :data:`SEALED_PATH`."""
     remaining = remaining_families(catalogue)
     order = pick_order(remaining, count)
     step = max(1, len(remaining) // count)
@@ -119,7 +119,7 @@ def choose(
             break
         try:
             drawn = _generate(name, per_family, seed)
-        except Exception as exc:  # noqa: BLE001 - any generator failure is rule 4's skip
+        except Exception as exc:  # any generator failure is rule 4's skip
             skipped.append({"family": name, "why": f"generator failed: {type(exc).__name__}: {exc}"[:300]})
             continue
         median = statistics.median(len(p.question) for p in drawn) if drawn else 0
