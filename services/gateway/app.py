@@ -1,19 +1,16 @@
 """``build_app``: the FastAPI application with every part of the gateway wired in.
 
-All state lives on one ``Gateway`` object created in the lifespan (no module globals), so a
-test can build several apps side by side and every router reaches its collaborators through
-``request.app.state.gateway``.
+All state lives on one ``Gateway`` object (``state.py``) created in the lifespan (no module
+globals), so a test can build several apps side by side and every router reaches its
+collaborators through ``request.app.state.gateway``; no router imports this module.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import cast
 
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from services.common.grpc_client import insecure_channel
@@ -27,7 +24,7 @@ from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, par
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
-from services.gateway.model_tables import ModelRouting, ModelTables, TableFile, check_escalation, load_model_tables
+from services.gateway.model_tables import ModelRouting, TableFile, check_escalation, load_model_tables
 from services.gateway.planning import Planner
 from services.gateway.responses.service import ResponsesService
 from services.gateway.responses.store import ResponseStore
@@ -35,6 +32,7 @@ from services.gateway.routers import chat, completions, health, jobs, models, re
 from services.gateway.serving import Serving
 from services.gateway.session import Sessions
 from services.gateway.settings import GatewaySettings
+from services.gateway.state import Gateway
 from services.gateway.tracing import TracingMiddleware
 from services.gateway.upstream import PolicyWatch
 from services.gen.ttc.v1 import policy_pb2_grpc
@@ -45,22 +43,6 @@ from services.jobs.redis_client import redis_client
 from services.jobs.settings import JobsSettings
 from services.jobs.trace_store import TraceStore
 from services.jobs.validation import JobValidator
-
-
-@dataclass
-class Gateway:
-    """Everything a request needs, built once per app."""
-
-    settings: GatewaySettings
-    redis: aioredis.Redis
-    watch: PolicyFleet
-    serving: Serving
-    traces: TraceStore
-    auth: Authenticator
-    metrics: GatewayMetrics
-    responses: ResponsesService
-    tables: ModelTables  # the objects the planner routes with: the ladder card reads these
-    started: int = field(default_factory=lambda: int(time.time()))
 
 
 def _check_settings(settings: GatewaySettings) -> None:

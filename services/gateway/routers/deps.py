@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import Header, Request
 
-if TYPE_CHECKING:
-    from services.gateway.app import Gateway
+from services.gateway.state import Gateway
 
 
 def gateway(request: Request) -> Gateway:

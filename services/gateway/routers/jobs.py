@@ -6,8 +6,6 @@ without a reply (cancelled, failed) shows what it had spent (``JobView.usage``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
@@ -16,9 +14,7 @@ from services.gateway.protocol import ChatCompletionResponse, Job
 from services.gateway.protocol.jobs import JobView
 from services.gateway.routers.deps import caller, gateway
 from services.gateway.routers.openapi_errors import errors
-
-if TYPE_CHECKING:
-    from services.gateway.app import Gateway
+from services.gateway.state import Gateway
 
 router = APIRouter(tags=["jobs"])
 

@@ -5,18 +5,14 @@ An alias carries the card of the model it names: it is routed as that model."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import APIRouter, Depends, Request
 
 from services.gateway.ladder_card import card_of
 from services.gateway.protocol.ladder import LadderCard, ModelCard, ModelCardList
 from services.gateway.routers.deps import caller, gateway
 from services.gateway.routers.openapi_errors import errors
+from services.gateway.state import Gateway
 from services.gen.ttc.v1 import policy_pb2
-
-if TYPE_CHECKING:
-    from services.gateway.app import Gateway
 
 router = APIRouter(tags=["models"])
 
