@@ -27,7 +27,6 @@ from services.search.interfaces import (
     Verifier,
     VerifyCall,
 )
-from services.search.run import usage_to_proto
 
 
 class Meter:
@@ -38,7 +37,7 @@ class Meter:
 
     def usage(self) -> orchestrator_pb2.BudgetUse:
         """What was spent so far, in ``SearchResult.budget_used``'s shape."""
-        return usage_to_proto(self.budget.usage())
+        return self.budget.usage()
 
 
 class MeteredPolicy:

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.search.interfaces import BudgetUsage, ComponentError, Generation, Verification
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.search.interfaces import ComponentError, Generation, Verification
 
 
 class StopSearch(Exception):
@@ -178,8 +179,10 @@ class Budget:
         self.sandbox_runs += 1
         self.sandbox_seconds += max(0.0, wall_seconds)
 
-    def usage(self) -> BudgetUsage:
-        return BudgetUsage(
+    def usage(self) -> orchestrator_pb2.BudgetUse:
+        """Everything spent so far as ``SearchResult.budget_used`` carries it (the proto's
+        comments define each count); the probe's fields stay 0, the gateway fills them in."""
+        return orchestrator_pb2.BudgetUse(
             generated_tokens=self.generated_tokens,
             prompt_tokens=self.prompt_tokens,
             cached_tokens=self.cached_tokens,

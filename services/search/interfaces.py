@@ -234,26 +234,3 @@ class ComponentError(Exception):
         self.component = component
         self.message = message
         self.code = code
-
-
-@dataclass(frozen=True)
-class BudgetUsage:
-    """Everything a search has spent so far: field for field ttc.v1.BudgetUse, whose comments
-    define each count (a unit test fails when the two differ). ``generated_tokens``,
-    ``prompt_tokens`` and ``cached_tokens`` are the policy's; the probe's fields stay 0 in the
-    orchestrator (the gateway runs the probe and fills them in)."""
-
-    generated_tokens: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    policy_calls: int = 0
-    verifier_calls: int = 0
-    verifier_prompt_tokens: int = 0
-    verifier_cached_tokens: int = 0
-    verifier_generated_tokens: int = 0
-    probe_prompt_tokens: int = 0
-    probe_cached_tokens: int = 0
-    probe_generated_tokens: int = 0
-    sandbox_runs: int = 0
-    sandbox_seconds: float = 0.0
-    wall_seconds: float = 0.0

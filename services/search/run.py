@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from google.protobuf import json_format
 
@@ -20,9 +20,9 @@ from services.common.seeds import splitmix64
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import validation
 from services.jobs.errors import JobError
+from services.jobs.termination import termination_value
 from services.search.budget import Budget, Limits
 from services.search.interfaces import (
-    BudgetUsage,
     Executor,
     Message,
     Policy,
@@ -43,15 +43,6 @@ from services.search.strategies.signals import answer_confidence
 from services.search.trace import ReplayComparison, SeedStream, Trace, compare_choices
 
 DEFAULT_MAX_TOKENS = 1024
-
-TERMINATIONS = {
-    "solved": orchestrator_pb2.TERMINATION_SOLVED,
-    "budget": orchestrator_pb2.TERMINATION_BUDGET,
-    "deadline": orchestrator_pb2.TERMINATION_DEADLINE,
-    "error": orchestrator_pb2.TERMINATION_ERROR,
-    "cancelled": orchestrator_pb2.TERMINATION_CANCELLED,
-    "completed": orchestrator_pb2.TERMINATION_COMPLETED,
-}
 
 
 @dataclass(frozen=True)
@@ -119,11 +110,6 @@ def validate_job(job: orchestrator_pb2.SearchJob) -> None:
     prepare(job)
 
 
-def usage_to_proto(usage: BudgetUsage) -> orchestrator_pb2.BudgetUse:
-    """Field for field (``BudgetUsage`` mirrors ``BudgetUse``; a unit test holds them equal)."""
-    return orchestrator_pb2.BudgetUse(**asdict(usage))
-
-
 def _render_prompt(problem: tuple[Message, ...]) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in problem)
 
@@ -189,8 +175,8 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         logprobs=answer.logprobs,
         alternatives=[_answer(job, c, ctx)[0] for c in alternatives(job, choice, ctx.ranking)],
         strategy=job.strategy.name,
-        termination=TERMINATIONS[execution.termination],
-        budget_used=usage_to_proto(ctx.budget.usage()),
+        termination=termination_value(execution.termination),
+        budget_used=ctx.budget.usage(),
         candidates_generated=ctx.candidates_generated,
         verifier_score=choice.score if choice is not None and choice.scored else 0.0,
         verifier_passed=bool(choice is not None and choice.passed),
