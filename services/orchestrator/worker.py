@@ -36,12 +36,11 @@ from services.jobs import events as ev
 from services.jobs.errors import JobError
 from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
-from services.orchestrator.clients import GrpcExecutor, GrpcPolicy, GrpcVerifier
-from services.orchestrator.events import JobEventPublisher
-from services.orchestrator.metering import Meter, MeteredExecutor, MeteredPolicy, MeteredVerifier
+from services.orchestrator.adapters import AdapterFactory, call_timeout
+from services.orchestrator.clients import GrpcPolicy
+from services.orchestrator.metering import Meter
 from services.orchestrator.metrics import OrchestratorMetrics
 from services.orchestrator.settings import OrchestratorSettings
-from services.search.run import run_search
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,6 +92,13 @@ class JobRunner:
         }
         self.verifier_channel = insecure_channel(self.settings.verifier_target)
         self.sandbox_channel = insecure_channel(self.settings.sandbox_target)
+        self.adapters = AdapterFactory(
+            self._policy,
+            self.verifier_channel,
+            self.sandbox_channel,
+            judge_model=self.settings.judge_model,
+            escalation_model=self.settings.escalation_model,
+        )
         self._listener = asyncio.create_task(self._listen_cancellations())
         if self.settings.port:
             await self._serve_grpc()
@@ -108,14 +114,7 @@ class JobRunner:
         from services.orchestrator.servicer import OrchestratorServicer
 
         server = grpc.aio.server(interceptors=[ObservabilityInterceptor(self.metrics.base)])
-        servicer = OrchestratorServicer(
-            self._policy,
-            self.verifier_channel,
-            self.sandbox_channel,
-            self.traces,
-            judge_model=self.settings.judge_model,
-            escalation_model=self.settings.escalation_model,
-        )
+        servicer = OrchestratorServicer(self.adapters, self.traces)
         orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
         health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -208,14 +207,14 @@ class JobRunner:
             self.metrics.running.dec()
             request_id_var.reset(token)
 
-    async def _policy(self, model: str, job: orchestrator_pb2.SearchJob, timeout: float | None) -> GrpcPolicy:
+    async def _policy(self, model: str, job: orchestrator_pb2.SearchJob, timeout: float) -> GrpcPolicy:
         """The policy adapter for ``model``'s deployment, with the job's replica affinity, waiting
         for a restarting policy (services/orchestrator/retry.py) within the job's deadline."""
         return GrpcPolicy(
             await self.policy_route(model, job.job_id),
             model,
             request_id=job.job_id,
-            timeout=timeout or 600.0,
+            timeout=timeout,
             retry_for=min(self.settings.policy_wait_s, job.budget.deadline_seconds or self.settings.policy_wait_s),
             on_retry=lambda reason: self.metrics.policy_retries.labels(reason).inc(),
             stream_always=True,  # a call cut off by a cancel or the deadline still says what it cost
@@ -223,36 +222,12 @@ class JobRunner:
 
     async def _search(self, job: orchestrator_pb2.SearchJob, started: float) -> str:
         job_id = job.job_id
-        timeout = job.budget.deadline_seconds + 30 if job.budget.deadline_seconds else None
+        timeout = call_timeout(job) if job.budget.deadline_seconds else None
         # Every call is metered: a cancelled search reports no spend of its own (metering.py).
         meter = Meter()
-        policy = MeteredPolicy(await self._policy(job.model, job, timeout), meter)
-        # The cascade's larger deployment; only a cascade job calls it.
-        escalate_to = self.settings.escalation_model
-        escalation = (
-            MeteredPolicy(await self._policy(escalate_to, job, timeout), meter)
-            if escalate_to and escalate_to != job.model
-            else None
-        )
-        judge = self.settings.judge_model or job.model
-        verifier = MeteredVerifier(
-            GrpcVerifier(self.verifier_channel, judge, request_id=job_id, timeout=timeout or 600.0), meter
-        )
-        executor = MeteredExecutor(
-            GrpcExecutor(self.sandbox_channel, request_id=job_id, timeout=timeout or 600.0), meter
-        )
-        publisher = JobEventPublisher(job_id, lambda event: self.events.publish(job_id, event), quiet=job.quiet)
-        search = run_search(
-            job,
-            policy,
-            verifier,
-            on_reasoning=publisher.on_reasoning,
-            executor=executor,
-            # Answer deltas go out as they come (stream_answer); else once, with the result.
-            on_answer=publisher.answer if job.stream_answer else None,
-            escalation=escalation,
-        )
-        task = asyncio.ensure_future(search)
+        adapters = await self.adapters.build(job, lambda event: self.events.publish(job_id, event), meter)
+        publisher = adapters.publisher
+        task = asyncio.ensure_future(adapters.search())
         self._running[job_id] = task
         keeper = asyncio.create_task(self._keep_lease_and_watch(job_id, task))
         try:

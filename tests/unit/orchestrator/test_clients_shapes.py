@@ -176,7 +176,7 @@ async def test_run_search_streams_answer_deltas_before_the_result(served: tuple[
         job = make_job("single")
         job.messages[0].content = "Say something."  # an open prompt: its reply is the streamed text
         job.model, job.stream_answer = "qwen", stream
-        events = [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
+        events = [e async for e in servicer.RunSearch(job, None)]
         await other.close()
     assert asked == ["qwen"]
     kinds = [e.WhichOneof("event") for e in events]

@@ -148,7 +148,7 @@ async def _events(channel: grpc.aio.Channel, *, quiet: bool) -> list[orchestrato
     servicer = OrchestratorServicer(AdapterFactory(policy_for, channel, channel), Traces())  # type: ignore[arg-type]
     job = make_job("self_consistency", n=3, params={"logprobs": False})
     job.stream_answer, job.quiet = True, quiet
-    return [e async for e in servicer.RunSearch(job, None)]  # type: ignore[arg-type]
+    return [e async for e in servicer.RunSearch(job, None)]
 
 
 async def test_a_search_streams_its_candidates_tokens_then_the_tally_before_the_result(
