@@ -268,7 +268,7 @@ async def make_components(args: argparse.Namespace) -> tuple[Policy, Verifier, A
             None,
             None,
         )
-    from services.policy.engines.llamacpp import create_engine
+    from services.policy.engines.llamacpp.engine import create_engine
     from services.policy.settings import PolicySettings
     from services.verifier.registry import build_registry
     from services.verifier.settings import VerifierSettings

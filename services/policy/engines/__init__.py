@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # tests/unit/test_name_lists.py. Adding an engine: a module with ``create_engine``, a line here,
 # the Literal, then ``python scripts/helm_schema.py``.
 ENGINE_MODULES: dict[str, str] = {
-    "llamacpp": "services.policy.engines.llamacpp",
+    "llamacpp": "services.policy.engines.llamacpp.engine",
     "vllm": "services.policy.engines.vllm_engine",
     "openai": "services.policy.engines.openai_remote",
 }

@@ -10,8 +10,8 @@ from typing import Any
 import llama_cpp
 import pytest
 
-from services.policy.engines import llamacpp_grammar
 from services.policy.engines.base import Sampling
+from services.policy.engines.llamacpp import grammar
 
 
 @pytest.mark.parametrize(("presence", "frequency"), [(2.0, 0.0), (0.0, -1.5), (0.5, 1.0)])
@@ -27,7 +27,7 @@ def test_each_penalty_is_passed_in_its_own_place(
 
     monkeypatch.setattr(llama_cpp, "llama_sampler_init_penalties", record)
     sampling = Sampling(n=1, seeds=(7,), max_tokens=32, presence_penalty=presence, frequency_penalty=frequency)
-    chain = llamacpp_grammar._chain(7, sampling, 1000)
+    chain = grammar._chain(7, sampling, 1000)
     try:
         assert len(calls) == 1
         n_vocab, last_n, repeat, freq, present = calls[0]
@@ -40,7 +40,7 @@ def test_each_penalty_is_passed_in_its_own_place(
 
 def test_no_penalties_sampler_without_penalties(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llama_cpp, "llama_sampler_init_penalties", lambda *a: pytest.fail("added"))
-    chain = llamacpp_grammar._chain(7, Sampling(n=1, seeds=(7,), max_tokens=32), 1000)
+    chain = grammar._chain(7, Sampling(n=1, seeds=(7,), max_tokens=32), 1000)
     try:
         assert llama_cpp.llama_sampler_chain_n(chain) == 1
     finally:

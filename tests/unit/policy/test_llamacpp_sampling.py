@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.policy.engines.llamacpp_sampling import StopScanner, log_softmax, top_k_ids
+from services.policy.engines.llamacpp.sampling import StopScanner, log_softmax, top_k_ids
 
 
 def logits(values: list[float]) -> np.ndarray:

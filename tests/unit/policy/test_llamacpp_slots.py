@@ -3,7 +3,7 @@ prefix lookup over held prompts, retention and eviction."""
 
 from __future__ import annotations
 
-from services.policy.engines.llamacpp_slots import Slots, common_prefix, wave_cap
+from services.policy.engines.llamacpp.slots import Slots, common_prefix, wave_cap
 
 
 def test_common_prefix() -> None:

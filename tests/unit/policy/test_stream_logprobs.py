@@ -28,7 +28,7 @@ import pytest
 from services.common.errors import FailedPrecondition
 from services.gen.ttc.v1 import common_pb2, policy_pb2
 from services.policy.engines.base import Message, Prompt, Sampling, Spent, StreamDelta, TokenLogprob
-from services.policy.engines.llamacpp_tasks import GenTask
+from services.policy.engines.llamacpp.tasks import GenTask
 from services.policy.engines.openai_remote import OpenAIRemoteEngine
 from services.policy.servicer import logprobs_pb
 from tests.unit.policy.fake_engine import StepEngine, request, serve

@@ -9,7 +9,8 @@ sequence per candidate and advances every live candidate one token per batch, ca
 do not fit in the cache at once following in waves. A scoring feeds its continuations one
 after another on a copy of the prompt, with logits at every position.
 
-These objects run only on the loop's thread; ``host`` is the loop (llama.cpp calls, slots).
+These objects run only on the loop's thread; ``host`` is the loop (llama.cpp calls, slots),
+typed by what they use of it (``protocol.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,34 +36,9 @@ from services.policy.engines.base import (
     StreamDelta,
     TokenLogprob,
 )
-from services.policy.engines.llamacpp_sampling import Logits, StopScanner, log_softmax
-from services.policy.engines.llamacpp_slots import wave_cap
-
-if TYPE_CHECKING:
-    from services.policy.engines.llamacpp_batch import BatchLoop
-
-Emit = Callable[[StreamDelta], None]
-#: a decode batch entry: (token, position, sequence, want logits)
-Entry = tuple[int, int, int, bool]
-
-
-class Vocab(Protocol):
-    """What the loop needs from the engine's model: token text, log-probability records and
-    end-of-generation tokens."""
-
-    def piece(self, token: int) -> bytes: ...
-
-    def token_logprob(self, lp: npt.NDArray[np.float64], token: int, top: int) -> TokenLogprob: ...
-
-    def is_eog(self, token: int) -> bool: ...
-
-
-class Sampler(Protocol):
-    """One candidate's sampler (its seeded chain and any grammar), owned by the candidate."""
-
-    def sample(self, ctx: Any, idx: int) -> int: ...
-
-    def free(self) -> None: ...
+from services.policy.engines.llamacpp.protocol import Emit, Entry, Host, Sampler, Vocab
+from services.policy.engines.llamacpp.sampling import Logits, StopScanner, log_softmax
+from services.policy.engines.llamacpp.slots import wave_cap
 
 
 @dataclass
@@ -124,7 +100,7 @@ class Task:
         self.fed = self.cached = cached
         self.spent.prompt_tokens = self.spent.cached_tokens = cached
 
-    def feed(self, host: BatchLoop, entries: list[Entry], budget: int) -> int:
+    def feed(self, host: Host, entries: list[Entry], budget: int) -> int:
         """Add up to ``budget`` prompt tokens to the batch; returns how many were added."""
         last = self.n_prompt - 1
         added = 0
@@ -158,13 +134,13 @@ class Task:
         self.loop.call_soon_threadsafe(settle)
 
     # overridden
-    def collect(self, host: BatchLoop) -> None:
+    def collect(self, host: Host) -> None:
         """Read what the last decode produced for this request (before the next decode)."""
 
-    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+    def advance(self, host: Host, entries: list[Entry]) -> None:
         """Add this request's decode tokens to the next batch; finish it when it is done."""
 
-    def abort(self, host: BatchLoop) -> None:
+    def abort(self, host: Host) -> None:
         """Stop: free the request's sequences and resolve it as aborted."""
 
     def used_cells(self) -> int:
@@ -195,7 +171,7 @@ class GenTask(Task):
         self.prompt_lp: npt.NDArray[np.float64] | None = None
         self.decoding = False
 
-    def collect(self, host: BatchLoop) -> None:
+    def collect(self, host: Host) -> None:
         if self.prompt_out < 0:
             return
         # every candidate's first token comes from the one prompt evaluation: draw them all
@@ -209,7 +185,7 @@ class GenTask(Task):
         self.pending.extend(self.cands)
         self.decoding = True
 
-    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+    def advance(self, host: Host, entries: list[Entry]) -> None:
         if not self.decoding:
             return
         s = self.sampling
@@ -244,7 +220,7 @@ class GenTask(Task):
         if not self.pending and not self.active:
             self._finish(host)
 
-    def _free(self, host: BatchLoop, c: Candidate) -> None:
+    def _free(self, host: Host, c: Candidate) -> None:
         host.seq_rm(c.seq)
         host.slots.release(self.sampling.max_tokens, c.seq)
         c.seq = -1
@@ -272,7 +248,7 @@ class GenTask(Task):
             if text or final:
                 self.emit(StreamDelta(c.index, text, c.finish, c.n_tokens, logprobs=c.streamed_logprobs(final)))
 
-    def _finish(self, host: BatchLoop) -> None:
+    def _finish(self, host: Host) -> None:
         for c in self.cands:
             if c.sampler is not None:
                 c.sampler.free()
@@ -289,7 +265,7 @@ class GenTask(Task):
         host.retire(self)
         self.resolve(Generation(completions=completions, prompt_tokens=self.n_prompt, cached_tokens=self.cached))
 
-    def abort(self, host: BatchLoop) -> None:
+    def abort(self, host: Host) -> None:
         for c in self.active:
             self._free(host, c)
         self.active = []
@@ -325,7 +301,7 @@ class ScoreTask(Task):
         #: (batch index, token) of this continuation's entries in the last decode
         self.outs: list[tuple[int, int]] = []
 
-    def collect(self, host: BatchLoop) -> None:
+    def collect(self, host: Host) -> None:
         if self.prompt_out >= 0:
             self.prompt_logits = host.logits(self.prompt_out).copy()
             self.prompt_out = -1
@@ -343,7 +319,7 @@ class ScoreTask(Task):
             self.out, self.prev, self.cfed = [], None, 0
             host.seq_rm(self.spare_seq)
 
-    def feed(self, host: BatchLoop, entries: list[Entry], budget: int) -> int:
+    def feed(self, host: Host, entries: list[Entry], budget: int) -> int:
         if self.prefilling:
             return super().feed(host, entries, budget)
         if self.prompt_logits is None or self.outs or len(self.scores) == len(self.conts) or budget <= 0:
@@ -359,19 +335,19 @@ class ScoreTask(Task):
         self.spent.prompt_tokens += added  # a scoring's continuations are evaluated, not generated
         return added
 
-    def advance(self, host: BatchLoop, entries: list[Entry]) -> None:
+    def advance(self, host: Host, entries: list[Entry]) -> None:
         if len(self.scores) == len(self.conts):
             self._release(host)
             host.retire(self)
             self.resolve(self.scores)
 
-    def _release(self, host: BatchLoop) -> None:
+    def _release(self, host: Host) -> None:
         if self.spare_seq >= 0:
             host.seq_rm(self.spare_seq)
             host.slots.release(self.first_cells, self.spare_seq)
             self.spare_seq = -1
 
-    def abort(self, host: BatchLoop) -> None:
+    def abort(self, host: Host) -> None:
         self._release(host)
         host.retire(self)
         self.resolve(self.scores)

@@ -10,7 +10,7 @@ Each turn of the loop:
 3. samples the next token of every live candidate (each with its own seeded llama.cpp
    sampler chain) and puts them in the next batch;
 4. admits waiting requests, oldest first, while their prompt and first candidate's KV cells
-   and sequence ids are free (``llamacpp_slots``); a new request starts from a copy
+   and sequence ids are free (``slots.py``); a new request starts from a copy
    (``llama_memory_seq_cp``: shared cells, no compute) of the longest prefix of its prompt
    that any sequence holds: a request in flight or a retained prompt of a finished one (a
    request whose prefix another request is still prefilling waits for it, so requests that
@@ -37,9 +37,10 @@ import llama_cpp
 import numpy as np
 
 from services.policy.engines.base import StreamDelta
-from services.policy.engines.llamacpp_sampling import Logits
-from services.policy.engines.llamacpp_slots import Slots
-from services.policy.engines.llamacpp_tasks import Emit, Entry, GenTask, Task, Vocab
+from services.policy.engines.llamacpp.protocol import Emit, Entry, Occupant, Vocab
+from services.policy.engines.llamacpp.sampling import Logits
+from services.policy.engines.llamacpp.slots import Slots
+from services.policy.engines.llamacpp.tasks import GenTask, Task
 from services.policy.engines.stream_coalesce import DeltaMailbox, coalesce
 
 log = logging.getLogger(__name__)
@@ -161,10 +162,10 @@ class BatchLoop:
             self.seq_rm(seq)
         return ids
 
-    def alone(self, task: Task) -> bool:
+    def alone(self, task: Occupant) -> bool:
         return len(self.running) == 1 and self.running[0] is task
 
-    def retire(self, task: Task) -> None:
+    def retire(self, task: Occupant) -> None:
         """``task`` is finished: its prompt stays cached on its sequence (or is evicted)."""
         for seq in self.slots.retire(task.seq, keep=task.fed):
             self.seq_rm(seq)

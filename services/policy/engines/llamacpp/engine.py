@@ -1,14 +1,14 @@
 """The embedded llama.cpp engine: one context, continuous batching over every request.
 
 One llama context holds a unified KV cache with many sequences. Every request in flight is
-decoded by one loop on its own thread (``llamacpp_batch``): each turn advances every live
+decoded by one loop on its own thread (``batch.py``): each turn advances every live
 candidate of every request by one token and feeds prompt chunks of newly admitted requests
 into the same ``llama_decode`` batch. A request's n candidates share one evaluation of its
 prompt (each candidate's sequence is a ``llama_memory_seq_cp`` of it: cells shared, not
 copied); a new request starts from a copy of the longest prefix of its prompt that any
 sequence holds (a request in flight, or the retained prompt of a finished one), so step-level
 search and shared system prompts decode only the new suffix. Requests wait (counted as
-waiting) while the KV cells they need are not free (``llamacpp_slots``).
+waiting) while the KV cells they need are not free (``slots.py``).
 
 A cancelled or timed-out RPC sets its request's flag; the loop frees its sequences at the
 next token while the other requests keep decoding. ``parallel_requests = 1`` gives back the
@@ -49,10 +49,11 @@ from services.policy.engines.base import (
     StreamDelta,
     TokenLogprob,
 )
-from services.policy.engines.llamacpp_batch import BatchLoop, run_task, stream_task
-from services.policy.engines.llamacpp_grammar import CandidateSampler, check_grammar
-from services.policy.engines.llamacpp_sampling import top_k_ids
-from services.policy.engines.llamacpp_tasks import Emit, GenTask, ScoreTask
+from services.policy.engines.llamacpp.batch import BatchLoop, run_task, stream_task
+from services.policy.engines.llamacpp.grammar import CandidateSampler, check_grammar
+from services.policy.engines.llamacpp.protocol import Emit
+from services.policy.engines.llamacpp.sampling import top_k_ids
+from services.policy.engines.llamacpp.tasks import GenTask, ScoreTask
 from services.policy.engines.tool_prompt import GrammarPlan, request_grammar, template_inputs, template_supports_tools
 from services.policy.models import gguf_path, model_id
 from services.policy.settings import PolicySettings
