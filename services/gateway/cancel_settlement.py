@@ -34,8 +34,8 @@ import asyncio
 import logging
 import time
 
-from services.gateway.formatting import usage_of
 from services.gateway.limits import Limiter, Reservation
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.queue import JobQueue
 from services.jobs.record import JobRecord

@@ -1,13 +1,6 @@
-"""Turning a job's ``SearchResult`` and stored record into OpenAI responses, usage and the ``ttc`` report.
+"""Turning a job's ``SearchResult`` and stored record into OpenAI responses and the ``ttc`` report.
 
-Accounting rule: one meaning per count, the engines' own. The job's ``BudgetUse`` (with the
-gateway's probe filled in, :func:`budget_use_of`) is broken down by role (:func:`spend_of`:
-policy, verifier, probe, sandbox) and ``usage`` is the sum over the token roles:
-``prompt_tokens`` = every token an engine processed as input (policy prompts, verifier judge
-prompts and scored continuations, the probe's prompt), ``cached_tokens`` the part of those
-served from a prefix cache, ``completion_tokens`` = every token an engine generated, and
-``reasoning_tokens`` = the generated tokens not in the visible answer (OpenAI's rule:
-``completion_tokens`` = answer tokens + ``reasoning_tokens``).
+It formats what ``usage.py`` counts (``usage``, ``ttc.spend``) and counts nothing itself.
 
 Answer and evidence arrive apart (``SearchResult.answer`` in the form the question asked for,
 ``SearchResult.reasoning`` the program, its output and the votes, or the chosen chain of
@@ -30,90 +23,27 @@ from services.gateway.protocol import (
     CompletionChoice,
     CompletionLogprobs,
     CompletionResponse,
-    CompletionTokensDetails,
     EarlyStopReport,
     Effort,
     FunctionCallOut,
     JobErrorReport,
-    PromptTokensDetails,
-    RoleTokens,
-    SandboxSpend,
-    SpendByRole,
     StrategyFallback,
     TokenLogprobOut,
     ToolCallOut,
     TopLogprobOut,
     TTCReport,
-    Usage,
     VerifierVerdict,
 )
+from services.gateway.usage import budget_use_of, spend_of, usage_of
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs.errors import JobError
 from services.jobs.record import JobRecord
-
-_TERMINATION = {
-    orchestrator_pb2.TERMINATION_SOLVED: "solved",
-    orchestrator_pb2.TERMINATION_BUDGET: "budget",
-    orchestrator_pb2.TERMINATION_DEADLINE: "deadline",
-    orchestrator_pb2.TERMINATION_ERROR: "error",
-    orchestrator_pb2.TERMINATION_CANCELLED: "cancelled",
-    orchestrator_pb2.TERMINATION_COMPLETED: "completed",
-}
-
-
-def termination_name(result: orchestrator_pb2.SearchResult) -> str:
-    return _TERMINATION.get(result.termination, "unspecified")
-
-
-def budget_use_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> orchestrator_pb2.BudgetUse:
-    """The job's spend with the gateway's difficulty probe (from the job record) filled in."""
-    used = orchestrator_pb2.BudgetUse()
-    used.CopyFrom(result.budget_used)
-    probe = record.probe
-    used.probe_prompt_tokens = max(0, probe.prompt_tokens)
-    used.probe_cached_tokens = max(0, probe.cached_tokens)
-    used.probe_generated_tokens = max(0, probe.generated_tokens)
-    return used
+from services.jobs.termination import termination_name
 
 
 def budget_used_of(used: orchestrator_pb2.BudgetUse) -> BudgetUsed:
     """``BudgetUse`` field for field as the response's ``ttc.budget_used``."""
     return BudgetUsed(**{f.name: getattr(used, f.name) for f in used.DESCRIPTOR.fields})
-
-
-def spend_of(used: orchestrator_pb2.BudgetUse) -> SpendByRole:
-    return SpendByRole(
-        policy=RoleTokens(
-            prompt_tokens=used.prompt_tokens, cached_tokens=used.cached_tokens, generated_tokens=used.generated_tokens
-        ),
-        verifier=RoleTokens(
-            prompt_tokens=used.verifier_prompt_tokens,
-            cached_tokens=used.verifier_cached_tokens,
-            generated_tokens=used.verifier_generated_tokens,
-        ),
-        probe=RoleTokens(
-            prompt_tokens=used.probe_prompt_tokens,
-            cached_tokens=used.probe_cached_tokens,
-            generated_tokens=used.probe_generated_tokens,
-        ),
-        sandbox=SandboxSpend(runs=used.sandbox_runs, seconds=used.sandbox_seconds),
-    )
-
-
-def usage_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> Usage:
-    spend = spend_of(budget_use_of(result, record))
-    roles = (spend.policy, spend.verifier, spend.probe)
-    prompt = sum(r.prompt_tokens for r in roles)
-    cached = sum(r.cached_tokens for r in roles)
-    completion = sum(r.generated_tokens for r in roles)
-    answer = min(result.answer_tokens, completion)
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
-        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=completion - answer),
-    )
 
 
 def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCReport:
@@ -138,7 +68,7 @@ def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCRe
         else None,
         verifier_verdict=verdict,
         confidence=result.confidence if result.HasField("confidence") else None,
-        termination=termination_name(result),
+        termination=termination_name(result.termination),
         budget=BudgetReport(**(record.budget.model_dump() if record.budget else {})),
         budget_used=budget_used_of(used),
         spend=spend_of(used),

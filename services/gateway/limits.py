@@ -12,9 +12,9 @@ included - hidden compute is what the limit is for - and is kept in three steps:
    window holds less than the limit, so the admitted requests' reservations exceed the limit by
    at most the last one's budget: a burst overshoots by at most one request's budget.
 3. ``settle``, when the job finishes (waited for, streamed, or followed in the background by
-   the session): the window takes the real usage instead of the reservation. A reservation
-   made in a window that has since ended settles only what the usage exceeds it by, into the
-   current window.
+   the session): the window takes the real usage instead of the reservation (``usage.py``'s
+   ``total_tokens``, the count the reply's ``usage`` shows). A reservation made in a window
+   that has since ended settles only what the usage exceeds it by, into the current window.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from opentelemetry import trace
 from services.common.tracing import inject_context
 from services.gateway.cancel_settlement import gateway_cancelled, settle_cancelled
 from services.gateway.errors import HTTPError, to_error, too_many
-from services.gateway.formatting import usage_of
 from services.gateway.limits import Limiter, Reservation, budget_of
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan, Planner
@@ -42,6 +41,7 @@ from services.gateway.session_events import Reasoning as Reasoning
 from services.gateway.session_events import TimedOut as TimedOut
 from services.gateway.session_events import reasoning_of
 from services.gateway.tracing import annotate_plan, annotate_usage, tracer
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.queue import JobQueue
 from services.jobs.record import JobKind, JobRecord, MalformedJobRecord

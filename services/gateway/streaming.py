@@ -26,7 +26,6 @@ from services.gateway.formatting import (
     completion_logprobs,
     finish_reason,
     report_of,
-    usage_of,
 )
 from services.gateway.labels import EVENT, Labels
 from services.gateway.protocol import (
@@ -39,6 +38,7 @@ from services.gateway.protocol import (
     ToolCallFunctionDelta,
 )
 from services.gateway.protocol.replies import ReasoningLabel
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobRecord
 

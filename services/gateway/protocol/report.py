@@ -42,8 +42,9 @@ class BudgetReport(BaseModel):
 
 
 class BudgetUsed(BaseModel):
-    """``ttc.v1.BudgetUse`` field for field (its comments define each count; a unit test holds
-    the two equal). Unprefixed token fields are the policy's."""
+    """``ttc.v1.BudgetUse`` field for field (its comments define each count), filled from it by
+    the descriptor; a unit test holds the names and number types equal to the proto's, so the
+    public schema keeps its own documented model. Unprefixed token fields are the policy's."""
 
     generated_tokens: int = 0
     prompt_tokens: int = 0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.gateway.errors import to_error
-from services.gateway.formatting import raise_for_failure, report_of, usage_of
+from services.gateway.formatting import raise_for_failure, report_of
 from services.gateway.protocol import TTCReport
 from services.gateway.responses.objects import (
     FunctionCallOutput,
@@ -34,6 +34,7 @@ from services.gateway.responses.objects import (
     ResponseUsage,
     SummaryText,
 )
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs.record import JobRecord
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.gateway.formatting import usage_of
 from services.gateway.protocol import ChatCompletionResponse, Job
 from services.gateway.protocol.jobs import JobView
 from services.gateway.routers.deps import caller, gateway
 from services.gateway.routers.openapi_errors import errors
 from services.gateway.state import Gateway
+from services.gateway.usage import usage_of
 
 router = APIRouter(tags=["jobs"])
 

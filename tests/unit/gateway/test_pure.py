@@ -13,9 +13,10 @@ from services.gateway.auth import Authenticator, parse_api_keys
 from services.gateway.difficulty import agreement_difficulty
 from services.gateway.effort import parse_model_defaults
 from services.gateway.errors import HTTPError, JobFailed
-from services.gateway.formatting import raise_for_failure, usage_of
+from services.gateway.formatting import raise_for_failure
 from services.gateway.protocol import TTCOptions
 from services.gateway.routing import RoutingTable, apply_overrides, load_routing_table
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
 from services.jobs.record import JobRecord

@@ -22,13 +22,13 @@ from services.common.metrics import ServiceMetrics
 from services.gateway import limits
 from services.gateway.difficulty import Estimate
 from services.gateway.errors import HTTPError
-from services.gateway.formatting import usage_of
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.planning import Plan
 from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.routing import Route
 from services.gateway.session import Sessions
+from services.gateway.usage import usage_of
 from services.jobs import events as ev
 from services.jobs.celery_app import make_celery
 from services.jobs.queue import JobQueue

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from services.gateway.formatting import chat_response, report_of, usage_of
+from services.gateway.formatting import chat_response, report_of
 from services.gateway.protocol import BudgetUsed, RoleTokens, SpendByRole
+from services.gateway.usage import usage_of
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobRecord
 
@@ -55,7 +56,8 @@ def test_every_token_field_has_a_role_and_a_kind() -> None:
 
 
 def test_ttc_budget_used_is_budget_use_field_for_field() -> None:
-    assert sorted(BudgetUsed.model_fields) == sorted(f.name for f in FIELDS)
+    number = {f.name: float if f.type == f.TYPE_DOUBLE else int for f in FIELDS}
+    assert {name: field.annotation for name, field in BudgetUsed.model_fields.items()} == number
     result, record, expected = distinct()
     assert report_of(result, record).budget_used.model_dump() == expected
 
