@@ -34,12 +34,13 @@ from google.protobuf import struct_pb2  # noqa: E402
 
 from evaluation.provenance import provenance, write_raw  # noqa: E402
 from services.common.grpc_client import insecure_channel  # noqa: E402
+from services.common.ports import free_port  # noqa: E402
 from services.common.replicas import ReplicaRouter  # noqa: E402
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
 from services.orchestrator.clients import GrpcPolicy  # noqa: E402
 from services.search.interfaces import Verdict, Verification, VerifyCall  # noqa: E402
 from services.search.run import run_search  # noqa: E402
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy  # noqa: E402
+from tests.helpers.processes import ServiceProcess, grpc_healthy  # noqa: E402
 
 QUESTIONS = [
     "A farmer has 17 sheep and buys 25 more, then sells 9. How many sheep are left?",

@@ -228,7 +228,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 async def run_chunk(args: argparse.Namespace, todo: list[tuple[int, Problem]], records_path: Path) -> None:
-    from tests.helpers.processes import free_port, grpc_healthy, start_policy, start_sandbox
+    from services.common.ports import free_port
+    from tests.helpers.processes import grpc_healthy, start_policy, start_sandbox
 
     sandbox = start_sandbox(95000 + (os.getpid() % 200) * 64, args.sandbox_slots)
     port = free_port()

@@ -1,4 +1,4 @@
-"""Portable llama.cpp build against a native one, on the same machine, in one run (issue #19).
+"""Portable llama.cpp build against a native one, on the same machine, in one run.
 
 The project installs llama-cpp-python for a fixed x86-64-v3 baseline (scripts/llama_cmake_args.sh)
 so the library runs on any host; a native build (`GGML_NATIVE=ON`) may use more of this host's

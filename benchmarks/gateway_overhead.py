@@ -129,11 +129,11 @@ def _stop_profiles(samplers: list[tuple[str, subprocess.Popen[bytes], Path]], to
         counts: Counter[str] = Counter()
         total = 0
         for line in out.read_text().splitlines() if out.exists() else []:
-            stack_text, _, n = line.rpartition(" ")
+            stack_text, _, samples = line.rpartition(" ")
             frames = stack_text.split(";")
-            total += int(n)
+            total += int(samples)
             ours = [f for f in frames if "services/" in f or "celery" in f or "uvicorn" in f or "starlette" in f]
-            counts[(ours or frames)[-1]] += int(n)
+            counts[(ours or frames)[-1]] += int(samples)
         print(f"{name}: {total} samples, top frames (innermost project/framework frame):")
         for frame, n in counts.most_common(top):
             print(f"  {100 * n / max(1, total):5.1f}%  {frame}")

@@ -6,7 +6,8 @@ request at a time, the others wait) and then with continuous batching (every req
 decode loop). Reported: total generated tokens/s of each side and their ratio, per model, with
 the load average before and after (the machine must be quiet for the ratio to mean anything).
 Sides alternate for ``--repeats`` rounds and the medians are compared, so load that drifts
-during the run biases neither side. Issue #14's target: >= 1.7x for SmolLM2 at 8 requests.
+during the run biases neither side. Batching is worth its complexity if it reaches >= 1.7x for
+SmolLM2 at 8 requests.
 
     python benchmarks/llamacpp_batching_bench.py [--models smollm2-135m qwen2.5-coder-0.5b]
         [--concurrency 8] [--max-tokens 96] [--repeats 2]

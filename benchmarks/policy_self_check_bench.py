@@ -1,5 +1,5 @@
 """What the policy's start-up engine self-check costs: seconds from process start to SERVING, with
-the check on and off, in alternating rounds of the same run (issue #19).
+the check on and off, in alternating rounds of the same run.
 
 Each round starts a real ``ttc serve policy`` on a free port, polls the gRPC health check every
 50 ms until it reports SERVING, reads the check's own duration from the log line it writes
@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from services.common.ports import free_port  # noqa: E402
 from services.policy.models import REGISTRY  # noqa: E402
-from tests.helpers.processes import free_port, grpc_healthy, start_policy  # noqa: E402
+from tests.helpers.processes import grpc_healthy, start_policy  # noqa: E402
 
 CHECK_LINE = re.compile(r"engine self-check passed: (\d+) tokens decoded in ([\d.]+)s")
 

@@ -1,4 +1,4 @@
-"""The job transport alone: Celery on Redis against a plain Redis list, in one run (issue #14).
+"""The job transport alone: Celery on Redis against a plain Redis list, in one run.
 
 A measurement, not a change to the system. It starts a private Redis and moves the same
 serialized ``SearchJob`` payloads (~1.5 KB, shaped like the gateway's) from an asyncio publisher
@@ -64,7 +64,7 @@ LIST_QUEUE = "ttc.bench.list"
 
 
 def _message_builder() -> Callable[[Any, str, str, str], str] | None:
-    """The gateway's own Celery-message builder, where this tree has it (issue #14's publish change)."""
+    """The gateway's own Celery-message builder (``LPUSH`` from the event loop), where this tree has it."""
     try:
         module = importlib.import_module("services.jobs.celery_message")
     except ImportError:
@@ -101,7 +101,6 @@ def search_job() -> orchestrator_pb2.SearchJob:
         stop=["</answer>"],
         effort_requested="medium",
         effort_applied="medium",
-        difficulty=0.42,
         trace_context={"traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"},
         enqueued_at=time.time(),
         answers=1,

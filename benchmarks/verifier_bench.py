@@ -20,18 +20,21 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.provenance import provenance, write_raw
+from services.common.ports import free_port
 from services.verifier.clients import GrpcPolicyScorer
 from services.verifier.judge import orm_prompt, problem_text
 from services.verifier.orm import OutcomeRewardModel
 from services.verifier.prm import ProcessRewardModel
 from services.verifier.settings import VerifierSettings
 from services.verifier.types import Message, Spend, VerifyJob
-from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy
+from tests.helpers.processes import ServiceProcess, grpc_healthy
 
 PROBLEM = (Message("user", "A shop sells pencils in packs of 6. Ann buys 7 packs and gives away 5 pencils. How many?"),)
 
@@ -60,7 +63,11 @@ async def orm_sequential(policy: GrpcPolicyScorer, settings: VerifierSettings, j
     return spend
 
 
-async def timed(coro):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+async def timed(coro: Awaitable[T]) -> tuple[float, T]:
+    """Seconds the awaitable took, and its result."""
     start = time.perf_counter()
     result = await coro
     return time.perf_counter() - start, result

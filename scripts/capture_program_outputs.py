@@ -4,7 +4,7 @@ The checks that make a literal-printing program abstain (``program_checks.py``) 
 stripping of the program prompt (``answer_form.py``) are tested on what the model actually
 writes, not on programs a person imagined. This script asks the real Qwen2.5-Coder-0.5B
 (llama.cpp, its own chat template) for programs, greedy and sampled, under two prompts: the
-question as the user wrote it, format instruction included (the prompt before issue 20, where
+question as the user wrote it, format instruction included (the earlier prompt, under which
 the model copies "Answer: …" into ``print``), and the prompt ``program_messages`` builds now.
 Each completion is stored with the program extracted and the labels a person checked by hand
 (``computes``: whether the printed value is computed from the question).

@@ -1,7 +1,7 @@
 """Fail if the installed llama.cpp libraries hold instructions outside the portable baseline.
 
 A native llama.cpp build carries the build host's instruction sets; on a host without them the
-policy dies with SIGILL on its first decode (issue #19). The Makefile and the image build both
+policy dies with SIGILL on its first decode. The Makefile and the image build both
 compile for x86-64-v3 (AVX2, FMA, F16C, BMI2); this disassembles every shared library the
 `llama_cpp` package ships and refuses AMX tile instructions, AVX-512 (any zmm register or
 opmask) and AVX-VNNI. On other architectures there is nothing to check.

@@ -1,12 +1,12 @@
-"""Count the gateway files one plain chat completion enters, and how often it returns to a file
-it had left (issue #22's walk of one request), in-process: TestClient on ``build_app``, a stub
-policy (model list and stats only), a stub worker that answers the job from Redis, and a
-profiler that records every Python call into ``services/gateway/`` made on the second request's
-behalf (the first warms imports and caches). Only the request's own work counts: its task and
-the tasks it starts carry a context variable, so the gateway's background loops (the stats
-poller, the queue gauge) that run meanwhile stay out. A coroutine resumed after an await is not
-a new entry (the profiler reports each resume as a call, and how often a wait resumes depends
-on timing), so the count is the same run to run.
+"""Count the gateway files one plain chat completion enters, and how often it returns to a file it
+had left (a measure of how scattered one request's path is), in-process: TestClient on
+``build_app``, a stub policy (model list and stats only), a stub worker that answers the job
+from Redis, and a profiler that records every Python call into ``services/gateway/`` made on the
+second request's behalf (the first warms imports and caches). Only the request's own work
+counts: its task and the tasks it starts carry a context variable, so the gateway's background
+loops (the stats poller, the queue gauge) that run meanwhile stay out. A coroutine resumed after
+an await is not a new entry (the profiler reports each resume as a call, and how often a wait
+resumes depends on timing), so the count is the same run to run.
 
     python scripts/gateway_walk.py [ROOT] [--record docs/data/gateway_walk.json]
 
@@ -46,13 +46,14 @@ os.chdir(ROOT)
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from services.common.ports import free_port  # noqa: E402
 from services.common.settings import CommonSettings  # noqa: E402
 from services.gateway.app import build_app  # noqa: E402
 from services.gateway.settings import GatewaySettings  # noqa: E402
 from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
 from services.jobs import events as ev  # noqa: E402
 from services.jobs.settings import JobsSettings  # noqa: E402
-from tests.helpers.processes import RedisServer, free_port  # noqa: E402
+from tests.helpers.processes import RedisServer  # noqa: E402
 
 QUEUE = "q-walk"
 
@@ -137,7 +138,7 @@ def walk() -> dict[str, Any]:
     body = {"model": "m", "messages": [{"role": "user", "content": "What is 2+2?"}], "reasoning_effort": "none"}
     threading.setprofile(profile)  # the TestClient's portal thread starts below
     try:
-        with TestClient(walked) as client:  # type: ignore[arg-type]
+        with TestClient(walked) as client:
             for measured in (False, True):
                 threading.Thread(target=answer_one_job, args=(redis_server.url,), daemon=True).start()
                 recording[0] = measured

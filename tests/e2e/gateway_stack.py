@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, free_port, grpc_healthy, http_healthy
+from services.common.ports import free_port
+from tests.helpers.processes import ROOT, RedisServer, ServiceProcess, grpc_healthy, http_healthy
 
 MODEL = "smollm2-135m"
 
