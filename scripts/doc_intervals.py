@@ -1,4 +1,4 @@
-"""The 95% intervals quoted in the docs, recomputed from the raw data they cite (issue 19).
+"""The 95% intervals quoted in the docs, recomputed from the raw data they cite.
 
     .venv/bin/python scripts/doc_intervals.py
 
