@@ -94,7 +94,7 @@ def test_usage_sums_every_role_by_kind() -> None:
 
 
 def test_beam_search_with_a_prm_prices_judge_prompts_as_prompt_tokens() -> None:
-    """The issue's measured request: the engine prefilled 1,710 tokens and generated 373;
+    """A measured beam search with a PRM: the engine prefilled 1,710 tokens and generated 373;
     the response had said 219 prompt and 1,864 completion tokens."""
     result = orchestrator_pb2.SearchResult(job_id="j", answer="12", answer_tokens=115)
     used = result.budget_used
