@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.otlp import OtlpReceiver
 from tests.helpers.processes import RedisServer, SandboxService, ServiceProcess, free_port, grpc_healthy, start_sandbox
+from tests.helpers.prompts import COUNTING_PROMPT
 
 pytestmark = pytest.mark.e2e
 
@@ -399,6 +400,35 @@ class Scrapes:
                     self.labels.setdefault(key, set()).update(sample.labels)
 
 
+#: gauges only a busy engine sets, read from its stats now and then (the gateway polls them
+#: every 0.5 s): sampled while a decode lasts, not while the short requests below happen to run
+ENGINE_GAUGES = ("ttc_kv_cache_utilization", "ttc_gateway_engine_kv_utilization", "ttc_policy_requests_running")
+
+
+def _hold_the_engine_until_sampled(observed: Observed, scrapes: Scrapes) -> None:
+    """Keep the engine decoding (a greedy count cannot end before its 3000 tokens) until the
+    scrapes have seen its gauges move, however fast this host decodes; then cancel that job."""
+    url = observed.stack.url
+    body = {
+        "model": MODEL,
+        "prompt": COUNTING_PROMPT,
+        "max_tokens": 3000,
+        "temperature": 0,
+        "reasoning_effort": "none",
+        "background": True,
+    }
+    created = httpx.post(f"{url}/v1/completions", json=body, headers=auth(ALICE), timeout=60)
+    assert created.status_code == 202, created.text
+    try:
+        observed.stack.wait_for(
+            lambda: all(scrapes.peak.get(name, 0.0) > 0 for name in ENGINE_GAUGES),
+            timeout=120,
+            what=f"the scrapes to see {ENGINE_GAUGES} move",
+        )
+    finally:
+        httpx.post(f"{url}/v1/jobs/{created.json()['id']}/cancel", headers=auth(ALICE), timeout=30)
+
+
 def test_every_exported_series_moves_under_real_requests(observed: Observed) -> None:
     scrapes = Scrapes()
     stop = threading.Event()
@@ -412,6 +442,7 @@ def test_every_exported_series_moves_under_real_requests(observed: Observed) -> 
     poller.start()
     url = observed.stack.url
     try:
+        _hold_the_engine_until_sampled(observed, scrapes)
         # Two searches at once: one waits for the engine while the other decodes.
         # The slow request's tests sleep, so its candidates' runs hold both sandbox slots and queue
         # (five: with three, a draw where SmolLM2 wrote code for only two left no queue, seen in CI).

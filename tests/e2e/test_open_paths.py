@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
+import redis
 
+from services.gen.ttc.v1 import orchestrator_pb2
+from services.jobs import events as ev
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer
 
@@ -25,6 +29,9 @@ KEYS = f"alice:{ALICE},bob:{BOB}"
 CELLS = 512
 # A counting prompt at temperature 0 keeps the engine decoding for the whole max_tokens.
 COUNTING = ", ".join(str(i) for i in range(1, 21)) + ","  # ~40 tokens: room for 440 more in 512 cells
+#: the job deadline (s) of the stream the deadline test cuts: time enough for its first tokens on
+#: a loaded host; the policy is frozen from then until the deadline has cut the call
+CUT_DEADLINE_S = 10.0
 
 
 def auth(key: str) -> dict[str, str]:
@@ -56,8 +63,9 @@ def extra_gateway(stack: GatewayStack, **settings: str) -> GatewayStack:
     return other
 
 
-def long_job(url: str, key: str = ALICE, max_tokens: int = 400) -> str:
-    """A background completion that keeps the engine decoding; returns its job id."""
+def long_job(url: str, key: str = ALICE, max_tokens: int = 400, stream: bool = False) -> str:
+    """A background completion that keeps the engine decoding; returns its job id. ``stream``:
+    its worker publishes the answer's text as it comes (``answer_streamed``)."""
     body = {
         "model": MODEL,
         "prompt": COUNTING,
@@ -65,6 +73,7 @@ def long_job(url: str, key: str = ALICE, max_tokens: int = 400) -> str:
         "temperature": 0,
         "reasoning_effort": "none",
         "background": True,
+        "stream": stream,
     }
     reply = httpx.post(f"{url}/v1/completions", json=body, headers=auth(key), timeout=60)
     assert reply.status_code == 202, reply.text
@@ -81,6 +90,15 @@ def engine_decoding(stack: GatewayStack) -> bool:
         stack.policy_metric("ttc_requests_in_flight", service="policy", method=method) >= 1
         for method in ("Generate", "GenerateStream")
     )
+
+
+def answer_streamed(stack: GatewayStack, job_id: str) -> bool:
+    """Whether the job's worker has published text of its answer (a job asked with ``stream``),
+    read from the job's event stream in Redis: the worker has had the engine's first tokens."""
+    for _, fields in redis.Redis.from_url(stack.redis.url).xrange(ev.events_key(job_id)):
+        if orchestrator_pb2.JobEvent.FromString(fields[b"e"]).answer_delta:
+            return True
+    return False
 
 
 def wait_finished(url: str, job_id: str, timeout: float = 120) -> str:
@@ -106,18 +124,23 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     generated = stack.policy_metric("ttc_tokens_total", kind="generated")
     prompt = stack.policy_metric("ttc_tokens_total", kind="prompt")
 
-    job_id = long_job(stack.url, max_tokens=440)
-    stack.wait_for(lambda: job_status(stack.url, job_id) != "queued", timeout=60, what="job started")
-    assert job_status(stack.url, job_id) == "running"
-    stack.wait_for(lambda: engine_decoding(stack), timeout=60, what="the policy decoding")
-    # Well into the decode: the Generate call is in flight from the start, but on a loaded 2-core
-    # machine its prompt is still being read half a second in (0 tokens decoded: seen here). At
-    # ~30-300 tokens/s a second is tens to a few hundred tokens, short of the 440 asked for.
-    time.sleep(1.0)
-    cancelled_at = time.monotonic()
-    reply = httpx.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth(ALICE), timeout=30)
-    assert reply.status_code == 200, reply.text
-    assert reply.json()["status"] == "cancelled"
+    job_id = long_job(stack.url, max_tokens=440, stream=True)
+    # Its worker has had the engine's first tokens (and the prompt's count). Frozen from here until
+    # the cancel has reached it, the engine cannot decode the rest of the 440 however fast the host.
+    stack.wait_for(lambda: answer_streamed(stack, job_id), timeout=60, what="the job's first tokens")
+    assert stack.policy is not None
+    with stack.policy.paused():
+        assert job_status(stack.url, job_id) == "running"
+        cancelled_at = time.monotonic()
+        reply = httpx.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth(ALICE), timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["status"] == "cancelled"
+        # The worker stops the search: its engine call is cancelled before the engine decodes on.
+        stack.wait_for(
+            lambda: stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total") > worker_cancelled,
+            timeout=15,
+            what="the worker to count the cancellation",
+        )
 
     # The engine stops: its abort counter moves and no Generate is in flight, promptly.
     stack.wait_for(
@@ -127,17 +150,12 @@ def test_cancelling_a_running_job_stops_the_engine(stack: GatewayStack) -> None:
     )
     stack.wait_for(lambda: not engine_decoding(stack), timeout=15, what="the engine to go idle")
     assert time.monotonic() - cancelled_at < 15
-    # It stopped short, and what it decoded before the cancel is counted: some tokens (at least
-    # the half second's worth), far fewer than the 440 asked for.
+    # It stopped short, and what it decoded before the cancel is counted: some tokens (those its
+    # worker had streamed), fewer than the 440 asked for.
     decoded = stack.policy_metric("ttc_tokens_total", kind="generated") - generated
     assert 0 < decoded < 440, decoded
     assert stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted_tokens == decoded
     assert stack.gateway_metric("ttc_gateway_cancellations_total", cause="api") == cancelled_api + 1
-    stack.wait_for(
-        lambda: stack.metric(worker_metrics, "ttc_orchestrator_cancellations_total") > worker_cancelled,
-        timeout=15,
-        what="the worker to count the cancellation",
-    )
 
     # The client sees `cancelled`, now and later; the result is the cancellation error. The job's
     # usage counts what its worker was sent before the cancel: some tokens, and no more than the
@@ -220,11 +238,9 @@ def test_the_per_key_token_budget_answers_429_with_retry_after(stack: GatewaySta
 def test_a_generation_cut_off_by_its_deadline_reports_the_tokens_it_decoded(stack: GatewayStack) -> None:
     """A streamed completion whose job deadline passes mid-decode: the reply's usage (official
     SDK, include_usage) counts the tokens streamed before the cut, and the policy's counters the
-    tokens it decoded for the aborted call. The deadline is a third of the time the same greedy
-    completion takes uncut on this host, measured first, so a faster host still cuts it. One
-    uncut timing is noisy (CI once saw the second run decode all 440 tokens inside a third of
-    the first's time), so a deadline that did not cut is halved and tried again, twice at most:
-    a deadline that never cuts still fails the test."""
+    tokens it decoded for the aborted call. The policy is frozen (SIGSTOP) from the stream's first
+    text until the reply has ended, so the deadline cuts the call however fast this host decodes;
+    uncut, the same greedy completion decodes all its tokens (counting never stops)."""
     import openai
 
     request: dict[str, Any] = {
@@ -234,43 +250,38 @@ def test_a_generation_cut_off_by_its_deadline_reports_the_tokens_it_decoded(stac
         "temperature": 0,
         "extra_body": {"reasoning_effort": "none"},
     }
-    uncut_client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=ALICE, max_retries=0, timeout=120)
-    started = time.monotonic()
-    uncut = uncut_client.completions.create(**request)
-    uncut_s = time.monotonic() - started
-    assert uncut.usage is not None and uncut.usage.completion_tokens == 440, uncut.usage  # counting never stops
-    for divisor in (3, 6, 12):
-        if _cut_reports_its_tokens(stack, request, deadline_s=max(uncut_s / divisor, 0.3)):
-            return
-    raise AssertionError(f"no deadline down to {uncut_s / 12:.2f}s cut a {uncut_s:.2f}s generation")
+    uncut = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=ALICE, max_retries=0, timeout=120)
+    whole = uncut.completions.create(**request)
+    assert whole.usage is not None and whole.usage.completion_tokens == 440, whole.usage
 
-
-def _cut_reports_its_tokens(stack: GatewayStack, request: dict[str, Any], deadline_s: float) -> bool:
-    """Stream ``request`` through a gateway whose job deadline is ``deadline_s``: False when it
-    decoded whole in time; else the cut reply's usage and the policy's abort counter agree."""
-    import openai
-
-    short = extra_gateway(stack, job_timeout_s=f"{deadline_s:.2f}")
+    short = extra_gateway(stack, job_timeout_s=f"{CUT_DEADLINE_S:g}")
     aborted = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled")
     try:
         client = openai.OpenAI(base_url=f"{short.url}/v1", api_key=ALICE, max_retries=0, timeout=60)
-        chunks = list(client.completions.create(**request, stream=True, stream_options={"include_usage": True}))
-        streamed = "".join(c.choices[0].text for c in chunks if c.choices)
-        usage = chunks[-1].usage
-        assert usage is not None and streamed, chunks[-3:]
-        if usage.completion_tokens == request["max_tokens"]:
-            return False
-        assert 0 < usage.completion_tokens < request["max_tokens"], usage
-        stack.wait_for(
-            lambda: stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") > aborted,
-            timeout=15,
-            what="the policy to count the aborted call's tokens",
-        )
-        decoded = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted
-        assert decoded >= usage.completion_tokens  # the engine may have decoded a token or two more
-        return True
+        stream = iter(client.completions.create(**request, stream=True, stream_options={"include_usage": True}))
+        chunks = []
+        for chunk in stream:
+            chunks.append(chunk)
+            if chunk.choices and chunk.choices[0].text:
+                break
+        else:
+            raise AssertionError(f"the stream ended before its first text: {chunks[-3:]}")
+        assert stack.policy is not None
+        with stack.policy.paused():  # decodes no more: only the deadline ends the call
+            chunks.extend(stream)
     finally:
         short.stop()
+    streamed = "".join(c.choices[0].text for c in chunks if c.choices)
+    usage = chunks[-1].usage
+    assert usage is not None and streamed, chunks[-3:]
+    assert 0 < usage.completion_tokens < request["max_tokens"], usage
+    stack.wait_for(
+        lambda: stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") > aborted,
+        timeout=15,
+        what="the policy to count the aborted call's tokens",
+    )
+    decoded = stack.policy_metric("ttc_policy_aborted_tokens_total", reason="cancelled") - aborted
+    assert decoded >= usage.completion_tokens  # the engine may have decoded a token or two more
 
 
 def test_a_strong_frequency_penalty_changes_greedy_output(stack: GatewayStack) -> None:
@@ -305,9 +316,17 @@ def test_a_strong_frequency_penalty_changes_greedy_output(stack: GatewayStack) -
 # ------------------------------------------------------------------------ KV-cache admission control
 
 
+def kv_gateway(stack: GatewayStack, **settings: str) -> GatewayStack:
+    """A gateway with admission thresholds on KV utilization (``extra_gateway``), polling the engine
+    every 50 ms: it sees the long decode of ``_fill_kv`` while that lasts, however fast this host."""
+    return extra_gateway(stack, stats_interval_s="0.05", **settings)
+
+
 def _fill_kv(stack: GatewayStack, gateways: list[GatewayStack], threshold: float) -> str:
     """Start a long decode on the tiny cache and wait until every gateway polled a KV utilization
-    of at least ``threshold`` from the real engine; returns the job id."""
+    of at least ``threshold`` from the real engine; returns the job id. Freeze the policy next
+    (``ServiceProcess.paused``) to hold that: a frozen engine answers no poll, and a gateway keeps
+    the utilization it polled last while a poll times out."""
     job_id = long_job(stack.url)
     for g in gateways:
         g.wait_for(
@@ -319,12 +338,16 @@ def _fill_kv(stack: GatewayStack, gateways: list[GatewayStack], threshold: float
 
 
 def test_high_kv_utilization_degrades_effort(stack: GatewayStack) -> None:
-    degrading = extra_gateway(stack, degrade_kv_utilization="0.25", shed_kv_utilization="1.0")
+    degrading = kv_gateway(stack, degrade_kv_utilization="0.25", shed_kv_utilization="1.0")
     try:
         assert degrading.gateway_metric("ttc_gateway_engine_kv_utilization") < 0.25  # idle engine
-        before = degrading.gateway_metric(
-            "ttc_gateway_effort_degradations_total", requested="medium", applied="low", signal="kv_utilization"
-        )
+
+        def degradations() -> float:
+            return degrading.gateway_metric(
+                "ttc_gateway_effort_degradations_total", requested="medium", applied="low", signal="kv_utilization"
+            )
+
+        before = degradations()
         long_id = _fill_kv(stack, [degrading], 0.25)
         body: dict[str, Any] = {
             "model": MODEL,
@@ -332,15 +355,20 @@ def test_high_kv_utilization_degrades_effort(stack: GatewayStack) -> None:
             "max_tokens": 8,
             "reasoning_effort": "medium",
         }
-        reply = httpx.post(f"{degrading.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=300)
+        assert stack.policy is not None
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # Admitted while the policy is frozen, against the utilization of the long decode
+            # (served once it goes on: the job needs the engine).
+            with stack.policy.paused():
+                url = f"{degrading.url}/v1/chat/completions"
+                pending = pool.submit(httpx.post, url, json=body, headers=auth(ALICE), timeout=300)
+                degrading.wait_for(lambda: degradations() > before, timeout=30, what="the request admitted")
+            reply = pending.result()
         assert reply.status_code == 200, reply.text
         ttc = reply.json()["ttc"]
         assert ttc["effort_requested"] == "medium" and ttc["effort_applied"] == "low"
         assert ttc["degraded_by"] == ["kv_utilization"]
-        after = degrading.gateway_metric(
-            "ttc_gateway_effort_degradations_total", requested="medium", applied="low", signal="kv_utilization"
-        )
-        assert after == before + 1
+        assert degradations() == before + 1
         assert wait_finished(stack.url, long_id) == "succeeded"
         # Idle again: the same request keeps its effort.
         degrading.wait_for(
@@ -354,13 +382,15 @@ def test_high_kv_utilization_degrades_effort(stack: GatewayStack) -> None:
 
 
 def test_kv_utilization_sheds_with_429_and_retry_after(stack: GatewayStack) -> None:
-    shedding = extra_gateway(stack, degrade_kv_utilization="0.2", shed_kv_utilization="0.25", retry_after_s="4")
+    shedding = kv_gateway(stack, degrade_kv_utilization="0.2", shed_kv_utilization="0.25", retry_after_s="4")
     try:
         shed_before = shedding.gateway_metric("ttc_gateway_shed_total", reason="kv_utilization")
         queued_before = stack.queue_length()
         long_id = _fill_kv(stack, [shedding], 0.25)
         body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
-        reply = httpx.post(f"{shedding.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=60)
+        assert stack.policy is not None
+        with stack.policy.paused():  # the gateway keeps the utilization of the long decode
+            reply = httpx.post(f"{shedding.url}/v1/chat/completions", json=body, headers=auth(ALICE), timeout=60)
         assert reply.status_code == 429, reply.text
         assert reply.headers["Retry-After"] == "4"
         error = reply.json()["error"]

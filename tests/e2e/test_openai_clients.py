@@ -10,6 +10,7 @@ and low) because each Qwen call costs seconds on a 2-core machine.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -157,6 +158,10 @@ def test_openai_sdk_n_answers_with_logprobs(client: Any) -> None:
 
 
 def test_openai_sdk_streams_the_answer_token_by_token(client: Any, stack: GatewayStack) -> None:
+    """The answer's tokens reach the client as the engine decodes them: once the first has
+    arrived, the policy is frozen (SIGSTOP) for a while, and tokens still come after it goes on
+    (an answer sent whole at the end would all have arrived before; a thread reads the stream
+    meanwhile, so what arrives is stamped when it arrives)."""
     before = stack.gateway_metric("ttc_gateway_time_to_first_answer_token_seconds_count")
     started = time.monotonic()
     stream = client.chat.completions.create(
@@ -169,21 +174,41 @@ def test_openai_sdk_streams_the_answer_token_by_token(client: Any, stack: Gatewa
         stream_options={"include_usage": True},
     )
     arrivals: list[tuple[float, str]] = []
-    usage = None
-    finish = None
-    for chunk in stream:
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            if choice.delta.content:
-                arrivals.append((time.monotonic() - started, choice.delta.content))
-            finish = choice.finish_reason or finish
+    ending: dict[str, Any] = {}
+    first_arrived = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in stream:
+                if chunk.usage is not None:
+                    ending["usage"] = chunk.usage
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        arrivals.append((time.monotonic() - started, choice.delta.content))
+                        first_arrived.set()
+                    ending["finish"] = choice.finish_reason or ending.get("finish")
+        finally:
+            first_arrived.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        first_arrived.wait(180)
+        assert stack.policy is not None
+        with stack.policy.paused():
+            time.sleep(1.0)  # what the engine decoded before the freeze arrives meanwhile
+        resumed = time.monotonic() - started
+    finally:
+        reader.join(180)
+    usage, finish = ending.get("usage"), ending.get("finish")
     text = "".join(piece for _, piece in arrivals)
     assert text.replace(" ", "").startswith("1,2,3,4,5"), text
     assert len(arrivals) > 10, f"{len(arrivals)} content chunks"
     first, last = arrivals[0][0], arrivals[-1][0]
     print(f"stream: {len(arrivals)} content chunks, first answer token at {first:.2f}s, last at {last:.2f}s")
-    assert last - first > 0.3, f"the answer arrived at once ({first:.2f}s .. {last:.2f}s)"
+    assert last > resumed, (
+        f"the answer arrived at once ({first:.2f}s .. {last:.2f}s, engine frozen until {resumed:.2f}s)"
+    )
     assert finish in ("stop", "length")
     _usage_ok(usage)
     assert stack.gateway_metric("ttc_gateway_time_to_first_answer_token_seconds_count") == before + 1

@@ -3,6 +3,10 @@
 Expected: admission control first lowers the effort of admitted requests (reported in the
 response and in metrics), then sheds with 429 + Retry-After and an OpenAI error body; no
 request hangs or ends in a 5xx, and /healthz keeps answering throughout.
+
+The policy service is frozen (SIGSTOP) while the requests arrive, so the worker's first job
+holds its one slot and the queue builds however fast this host decodes; it goes on once every
+request has been admitted or shed, and the admitted ones are served.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
+from services.jobs import events as ev
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer
 
@@ -64,10 +70,25 @@ async def _offer(stack: GatewayStack) -> tuple[list[httpx.Response], list[float]
         await asyncio.sleep(i * 0.02)
         return await client.post(f"{stack.url}/v1/chat/completions", json=body, timeout=600)
 
+    store = redis.Redis.from_url(stack.redis.url)
+
+    def jobs() -> set[bytes]:
+        """The job records in Redis (one per admitted request)."""
+        return {k for k in store.scan_iter(match=ev.job_key("*"), count=1000) if k.count(b":") == 2}
+
+    known = jobs()
     limits = httpx.Limits(max_connections=OFFERED + 4)
     async with httpx.AsyncClient(limits=limits) as client:
         watcher = asyncio.create_task(probe_health(client))
-        replies = await asyncio.wait_for(asyncio.gather(*(one(client, i) for i in range(OFFERED))), timeout=900)
+        assert stack.policy is not None
+        with stack.policy.paused():
+            calls = [asyncio.create_task(one(client, i)) for i in range(OFFERED)]
+            deadline = time.monotonic() + 120
+            # every request answered (shed) or admitted (its job recorded: it waits for the engine)
+            while sum(call.done() for call in calls) + len(jobs() - known) < OFFERED:
+                assert time.monotonic() < deadline, "the offered requests were neither admitted nor shed"
+                await asyncio.sleep(0.05)
+        replies = await asyncio.wait_for(asyncio.gather(*calls), timeout=900)
         done.set()
         await watcher
     return list(replies), health

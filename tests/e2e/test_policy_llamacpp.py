@@ -14,7 +14,7 @@ import pytest
 from services.common.errors import FIELD_METADATA_KEY
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e import policy_tool_checks as tool_checks
-from tests.helpers.processes import free_port, grpc_healthy, start_policy
+from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy, start_policy
 from tests.helpers.prompts import COUNTING_PROMPT
 
 pytestmark = pytest.mark.e2e
@@ -23,15 +23,23 @@ QUESTION = "Name three colours of the rainbow."
 
 
 @pytest.fixture(scope="module")
-def policy() -> Iterator[tuple[policy_pb2_grpc.PolicyStub, str]]:
-    port, metrics_port = free_port(), free_port()
-    proc = start_policy("smollm2-135m", port, metrics_port, TTC_POLICY_STATS_INTERVAL_S="0.2")
+def policy_process() -> Iterator[ServiceProcess]:
+    """The policy service on SmolLM2, healthy (a test that freezes it needs the process)."""
+    port = free_port()
+    proc = start_policy("smollm2-135m", port, free_port(), TTC_POLICY_STATS_INTERVAL_S="0.2")
     try:
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield policy_pb2_grpc.PolicyStub(channel), f"http://127.0.0.1:{metrics_port}/metrics"
+        yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def policy(policy_process: ServiceProcess) -> Iterator[tuple[policy_pb2_grpc.PolicyStub, str]]:
+    """A stub of ``policy_process`` and the URL of its metrics."""
+    env = policy_process.env
+    with grpc.insecure_channel(f"127.0.0.1:{env['TTC_POLICY_PORT']}") as channel:
+        yield policy_pb2_grpc.PolicyStub(channel), f"http://127.0.0.1:{env['TTC_POLICY_METRICS_PORT']}/metrics"
 
 
 def chat(text: str = QUESTION) -> policy_pb2.PromptInput:
@@ -245,12 +253,18 @@ def wait_idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 15.0) -> polic
         time.sleep(0.1)
 
 
-def test_deadline_aborts_the_engine_request(policy: tuple[policy_pb2_grpc.PolicyStub, str]) -> None:
+def test_deadline_aborts_the_engine_request(
+    policy: tuple[policy_pb2_grpc.PolicyStub, str], policy_process: ServiceProcess
+) -> None:
     stub, url = policy
     before = metric(url, "ttc_policy_aborted_requests_total", reason="deadline")
-    request = endless(n=4, max_tokens=2000)
-    with pytest.raises(grpc.RpcError) as err:
-        stub.Generate(request, timeout=1.5)
+    call = stub.Generate.future(endless(n=4, max_tokens=2000), timeout=1.5)
+    while not call.done() and stub.GetStats(policy_pb2.StatsRequest(), timeout=5).running_requests < 1:
+        time.sleep(0.02)
+    # Frozen while the engine runs it, the request cannot finish before its deadline however fast
+    # this host decodes; let go, the policy finds the deadline passed and aborts it.
+    with policy_process.paused(), pytest.raises(grpc.RpcError) as err:
+        call.result()
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     stats = wait_idle(stub)
     assert stats.running_requests == 0, "the engine kept decoding after the deadline"

@@ -19,6 +19,7 @@ import pytest
 
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.helpers.processes import ServiceProcess, free_port, grpc_healthy, start_policy
+from tests.helpers.prompts import COUNTING_PROMPT
 
 pytestmark = pytest.mark.e2e
 
@@ -69,6 +70,19 @@ def request(question: str, **sampling: Any) -> policy_pb2.GenerateRequest:
         input=policy_pb2.PromptInput(messages=[common_pb2.ChatMessage(role="user", content=question)]),
         sampling=policy_pb2.SamplingParams(**sampling),
     )
+
+
+def counting(n: int, max_tokens: int) -> policy_pb2.GenerateRequest:
+    """A request that decodes all of its ``max_tokens``, however fast the host: a raw counting
+    prompt, decoded greedily, continues the sequence instead of ending it."""
+    return policy_pb2.GenerateRequest(
+        input=policy_pb2.PromptInput(prompt=COUNTING_PROMPT),
+        sampling=policy_pb2.SamplingParams(n=n, max_tokens=max_tokens, temperature=0.0),
+    )
+
+
+def running(stub: policy_pb2_grpc.PolicyStub) -> int:
+    return int(stub.GetStats(policy_pb2.StatsRequest(), timeout=5).running_requests)
 
 
 def idle(stub: policy_pb2_grpc.PolicyStub, within_s: float = 30.0) -> policy_pb2.EngineStats:
@@ -123,10 +137,11 @@ def test_concurrent_requests_all_complete_in_one_batch(stub: policy_pb2_grpc.Pol
             pool.submit(stub.Generate, request(q, n=1, max_tokens=24, temperature=0.0, logprobs=True), timeout=600)
             for q in PROMPTS
         ]
+        # Sampled while they run: the eight decode side by side for up to 24 batched steps, each
+        # sampling every candidate with its logprobs: several polls even on a fast host.
         while not all(f.done() for f in futures):
-            stats = stub.GetStats(policy_pb2.StatsRequest(), timeout=5)
-            seen_running = max(seen_running, stats.running_requests)
-            time.sleep(0.02)
+            seen_running = max(seen_running, running(stub))
+            time.sleep(0.005)
         replies = [f.result() for f in futures]
     assert seen_running >= 2, "requests never decoded together"
     for q, reply in zip(PROMPTS, replies, strict=True):
@@ -147,17 +162,21 @@ def test_concurrent_requests_all_complete_in_one_batch(stub: policy_pb2_grpc.Pol
 
 
 def test_cancelling_one_request_leaves_the_others_decoding(stub: policy_pb2_grpc.PolicyStub) -> None:
-    long_call = stub.Generate.future(request(PROMPTS[3], n=2, max_tokens=1500, temperature=1.0), timeout=600)
+    # Both decode all their tokens: the long one is still decoding when it is cancelled, a few
+    # polls after it started, and the short one ends only at its max_tokens.
+    long_call = stub.Generate.future(counting(n=2, max_tokens=1500), timeout=600)
     deadline = time.monotonic() + 60
-    while stub.GetStats(policy_pb2.StatsRequest(), timeout=5).running_requests < 1:
+    while running(stub) < 1:
         assert time.monotonic() < deadline, "the long request never started"
         time.sleep(0.02)
-    short_call = stub.Generate.future(request(PROMPTS[0], n=1, max_tokens=48, temperature=0.0), timeout=600)
-    time.sleep(0.5)
+    short_call = stub.Generate.future(counting(n=1, max_tokens=48), timeout=600)
+    while not short_call.done() and running(stub) < 2:  # decoding beside it (or done already)
+        assert time.monotonic() < deadline, "the short request never started"
+        time.sleep(0.02)
     long_call.cancel()
     short = short_call.result()
-    assert short.candidates[0].completion_tokens > 0
-    assert short.candidates[0].finish_reason in (policy_pb2.FINISH_REASON_STOP, policy_pb2.FINISH_REASON_LENGTH)
+    assert short.candidates[0].completion_tokens == 48
+    assert short.candidates[0].finish_reason == policy_pb2.FINISH_REASON_LENGTH
     with pytest.raises(grpc.FutureCancelledError):
         long_call.result()
     stats = idle(stub)
@@ -208,18 +227,26 @@ def test_requests_beyond_the_parallel_limit_wait_and_the_gauge_shows_it() -> Non
         proc.wait_until(lambda: grpc_healthy(f"127.0.0.1:{port}"), timeout=180)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = policy_pb2_grpc.PolicyStub(channel)
-            with ThreadPoolExecutor(4) as pool:
+            # The one slot is held by a request that decodes until it is cancelled (it cannot end
+            # before its 1500 tokens): the three after it wait, however fast this host decodes.
+            holder = stub.Generate.future(counting(n=1, max_tokens=1500), timeout=300)
+            deadline = time.monotonic() + 60
+            while running(stub) < 1:
+                assert time.monotonic() < deadline, "the first request never started"
+                time.sleep(0.02)
+            with ThreadPoolExecutor(3) as pool:
                 calls = [
                     pool.submit(stub.Generate, request(q, n=1, max_tokens=48, temperature=0.0), timeout=300)
-                    for q in PROMPTS[:4]
+                    for q in PROMPTS[:3]
                 ]
-                peak = 0.0
-                while not all(c.done() for c in calls):
-                    peak = max(peak, waiting_gauge())
-                    time.sleep(0.05)
+                try:
+                    while waiting_gauge() < 1:
+                        assert time.monotonic() < deadline, "requests beyond the parallel limit never showed as waiting"
+                        time.sleep(0.05)
+                finally:
+                    holder.cancel()
                 replies = [c.result() for c in calls]
             assert all(r.candidates[0].text for r in replies)
-            assert peak >= 1, "requests beyond the parallel limit never showed as waiting"
             assert idle(stub).waiting_requests == 0
     finally:
         proc.stop()

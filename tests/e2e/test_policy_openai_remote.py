@@ -40,8 +40,8 @@ MODEL = "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A llama.cpp OpenAI-compatible server on SmolLM2; yields its /v1 base URL."""
+def remote_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, str]]:
+    """A llama.cpp OpenAI-compatible server on SmolLM2: its process and its /v1 base URL."""
     port = free_port()
     gguf = gguf_path(MODEL, tmp_path_factory.mktemp("models"))
     server = ServiceProcess(
@@ -56,9 +56,15 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ).start()  # fmt: skip
     try:
         server.wait_until(lambda: http_healthy(f"http://127.0.0.1:{port}/v1/models"), timeout=120)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield server, f"http://127.0.0.1:{port}/v1"
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def remote(remote_server: tuple[ServiceProcess, str]) -> str:
+    """The remote server's /v1 base URL."""
+    return remote_server[1]
 
 
 @pytest.fixture(scope="module")
@@ -156,14 +162,18 @@ def test_score_prefers_nothing_but_reports_each_continuation_token(policy: polic
         assert all(len(t.top_logprobs) <= 2 for t in score.tokens)
 
 
-def test_stats_are_zero_without_metrics_and_deadline_is_enforced(policy: policy_pb2_grpc.PolicyStub) -> None:
+def test_stats_are_zero_without_metrics_and_deadline_is_enforced(
+    policy: policy_pb2_grpc.PolicyStub, remote_server: tuple[ServiceProcess, str]
+) -> None:
     stats = policy.GetStats(policy_pb2.StatsRequest())
     assert (stats.engine, stats.kv_cache_utilization, stats.running_requests) == ("openai", 0.0, 0)
     request = policy_pb2.GenerateRequest(
         input=chat("Write a very long story about the sea."),
         sampling=policy_pb2.SamplingParams(n=1, max_tokens=300, temperature=0.9),
     )
-    with pytest.raises(grpc.RpcError) as err:
+    server, _ = remote_server
+    # The remote server frozen, the call cannot end by itself however fast this host decodes.
+    with server.paused(), pytest.raises(grpc.RpcError) as err:
         policy.Generate(request, timeout=0.5)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     # the service and the remote server still answer afterwards

@@ -412,8 +412,9 @@ async def test_cancelled_call_kills_its_execution(sandbox: Sandbox, client: Sand
     hostile = asyncio.create_task(
         client.execute("import time\ntime.sleep(60)\n", limits=S.Limits(wall_seconds=60), timeout=1.5)
     )
-    await asyncio.sleep(1.0)
-    assert sandbox.processes() != []  # it is running...
+    while not sandbox.processes():  # it runs (a 60 s sleep: only the call's end stops it)...
+        assert not hostile.done(), "the call ended before its program ran"
+        await asyncio.sleep(0.05)
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await hostile
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

@@ -6,6 +6,7 @@ service fails to become ready, so a broken start explains itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,19 @@ class ServiceProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The process frozen (SIGSTOP) for the block and let go on (SIGCONT) however the block
+        ends: a barrier the test holds, so work the process is doing (a generation mid-decode)
+        cannot finish meanwhile however fast the host is. Only this process stops, not its
+        children; nothing it serves answers until the block ends, its /metrics neither."""
+        assert self.proc is not None and self.proc.poll() is None, f"{self.name} is not running"
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.proc.send_signal(signal.SIGCONT)
 
 
 @dataclass
