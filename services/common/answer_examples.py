@@ -209,20 +209,3 @@ def requote(value: str, example: str) -> str:
     if any(quote in text or "\\" in text for text in texts):
         return value
     return "[" + ", ".join(f"{quote}{text}{quote}" for text in texts) + "]"
-
-
-def listed(text: str) -> str:
-    """A printed Python list or tuple of plain values written as a person lists them
-    ("apple, banana, pear" for "['apple', 'banana', 'pear']"); anything else unchanged. Only
-    where the question showed no example of the shape it wants (that one is followed)."""
-    if not text.startswith(("[", "(")):
-        return text
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
-    if not isinstance(value, (list, tuple)) or not value:
-        return text
-    if not all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in value):
-        return text
-    return ", ".join(str(item) for item in value)

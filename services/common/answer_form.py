@@ -6,7 +6,11 @@ Only the first is a computation. A program that is shown "reply with the number"
 instruction. So the question is split: :func:`strip_form` is the question a program (or any
 search) works on, and :func:`render` writes the decided value in the form :func:`parse_form`
 found - bare (``42``), in a template (``Answer: 42``, ``\\boxed{42}``), with a unit, in a
-letter case, rounded - or, when no form was asked for, as one short sentence.
+letter case, rounded, as a fraction, a list with the separator shown - or, when no form was
+asked for, as one short sentence. The value rendered is a candidate's own (what its program
+printed, what its chain of thought stated): ``137/260`` stays a fraction, ``(-12+3j)`` a
+complex number, ``14:05`` a time (:mod:`services.common.answer_numbers`,
+:mod:`services.common.answer_lists`); vote keys only compare answers.
 
 Rounding instructions stay in the stripped question (they can be the task itself: "round
 3.14159 to two decimals") and are applied again here; a unit stays too, as a plain request
@@ -22,11 +26,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Literal
 
-from services.common.answer_examples import Span, find_examples, listed, requote
-from services.common.answers import clean_number, requested_decimals
+from services.common.answer_examples import Span, find_examples, requote
+from services.common.answer_lists import asked_separator, listed
+from services.common.answer_numbers import number_text
+from services.common.answers import requested_decimals
 
 Case = Literal["lower", "upper"]
 SLOT = "\x00"  # where the value goes in a template (a character no template contains)
@@ -38,11 +43,14 @@ _VERB = (
     r"present|report|share)"
 )
 _DET = r"(?:the|a|an|one|your|a\s+single|the\s+single|that)"
-_ADJ = r"(?:single|final|numeric(?:al)?|exact|plain|bare|raw|whole|integer|correct|resulting|computed|calculated)"
+_ADJ = (
+    r"(?:single|final|numeric(?:al)?|exact|plain|bare|raw|whole|integer|correct|resulting|computed|calculated|"
+    r"simplified|reduced|simplest|irreducible)"
+)
 # Nouns that name a bare value even without "only": "reply with the number".
 _VALUE_NOUN = r"(?:number|numeral|digits?|integer|figure|numeric\s+value|numerical\s+value|word|letter|yes\s+or\s+no)"
 _ANY_NOUN = (
-    rf"(?:{_VALUE_NOUN}|value|answer|result|total|amount|output|sum|product|count|solution|list|string|name|"
+    rf"(?:{_VALUE_NOUN}|value|answer|result|total|amount|output|sum|product|count|solution|list|string|name|fraction|"
     r"weekday(?:\s+name)?|day|date|time|(?:binary|hex(?:adecimal)?|octal)(?:\s+(?:string|number|value))?)"
 )
 
@@ -140,6 +148,10 @@ _CASE = re.compile(
 )
 _INTEGER_FORM = re.compile(r"\bas\s+(?:an?\s+)?(?:integer|whole\s+number)\b", _F)
 _FRACTION_FORM = re.compile(r"\bas\s+an?\s+(?:(?:common|simplified|reduced|irreducible)\s+)?fraction\b", _F)
+# A fraction wanted, in words that are the task itself ("Simplify 548/1040 to lowest terms"): kept.
+_FRACTION_WANTED = re.compile(
+    r"\b(?:(?:simplified|reduced|irreducible|simplest)\s+fraction|(?:lowest|simplest)\s+terms)\b", _F
+)
 _SENTENCE = re.compile(r"[^.?!;\n]+(?:[.?!;]+|\n|$)")
 _FILLER = re.compile(
     r"\b(?:please|kindly|thanks|thank\s+you|and|or|but|then|also|so|me|the|a|an|i|want|need|would|like|just|only|"
@@ -159,7 +171,8 @@ class AnswerForm:
     unit: str | None = None  # written after a number: "answer in cm" → "42 cm"
     case: Case | None = None
     decimals: int | None = None  # rounding asked for (services.common.answers.requested_decimals)
-    fraction: bool = False  # "as a fraction"
+    fraction: bool = False  # "as a fraction", "in lowest terms", "the simplified fraction"
+    separator: str | None = None  # a list's items joined so: " * " for "like 2 * 2 * 5", ", " for "comma-separated"
     example: str | None = None  # an example answer shown: "['-69', '-13']", "Emma is a angel/devil"
     spans: tuple[Span, ...] = field(default=(), compare=False)  # the instruction's text, to strip
     cuts: tuple[Span, ...] = field(default=(), compare=False)  # instructions with examples, cut whole
@@ -252,16 +265,18 @@ def parse_form(question: str) -> AnswerForm:
     if fraction is not None:
         spans.append((fraction.start(), fraction.end()))
     shown = find_examples(question) if template is None else None  # a template is the shape already
+    example = shown.example if shown else None
     return AnswerForm(
-        bare,
-        template,
-        unit,
-        case,
-        decimals,
-        fraction is not None,
-        shown.example if shown else None,
-        tuple(sorted(spans)),
-        shown.cuts if shown else (),
+        bare=bare,
+        template=template,
+        unit=unit,
+        case=case,
+        decimals=decimals,
+        fraction=fraction is not None or _FRACTION_WANTED.search(question) is not None,
+        separator=asked_separator(question, example),
+        example=example,
+        spans=tuple(sorted(spans)),
+        cuts=shown.cuts if shown else (),
     )
 
 
@@ -332,37 +347,21 @@ def strip_form(question: str, form: AnswerForm | None = None) -> str:
     return stripped or question
 
 
-def _number_text(value: str, form: AnswerForm) -> str | None:
-    """A numeric value written as the form asks (rounded, fraction, integral floats as integers),
-    ``None`` when ``value`` is not a number."""
-    number = clean_number(value)
-    if number is None:
-        return None
-    if form.fraction:
-        exact = number.limit_denominator(10**6) if number.denominator > 10**6 else number
-        return str(exact.numerator) if exact.denominator == 1 else f"{exact.numerator}/{exact.denominator}"
-    if form.decimals is not None:
-        rounded = round(float(number), form.decimals)
-        return f"{rounded:.{form.decimals}f}" if form.decimals else str(int(rounded))
-    if number.denominator == 1:
-        return str(number.numerator)
-    return _short_float(number)
-
-
-def _short_float(number: Fraction) -> str:
-    text = f"{float(number):.12g}"
-    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
-
-
-_NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?\$?\s*[\d,]*\.?\d+(?:/\d+)?)\s*(%|[A-Za-z°][A-Za-z .²³/°]*)?\s*$")
+# A number and the unit stated after it; an "i" or "j" right after it makes an imaginary number, not a unit.
+_NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?\$?\s*[\d,]*\.?\d+(?:/\d+)?)\s*(%|(?![ij]$)[A-Za-z°][A-Za-z .²³/°]*)?\s*$")
 
 
 def render_value(value: str, form: AnswerForm) -> str:
-    """The value alone, as asked: numbers cleaned and rounded, a requested unit appended (a
-    stated unit dropped when another or only the number was asked for), the case applied."""
+    """The value alone, as asked: numbers as spelled but cleaned, rounded or made fractions where
+    asked (:func:`~services.common.answer_numbers.number_text`), a requested unit appended (a
+    stated unit dropped when another or only the number was asked for), a list's items joined
+    as asked, the case applied."""
     text = value.strip().rstrip(".").strip() if not re.fullmatch(r"\s*\.\d+\s*", value) else value.strip()
     stated = _NUMBER_WITH_UNIT.match(text)
-    number = _number_text(stated.group(1).replace("$", "").replace(" ", ""), form) if stated else None
+    number = None
+    if stated is not None:
+        spelled = stated.group(1).replace("$", "").replace(" ", "")
+        number = number_text(spelled, fraction=form.fraction, decimals=form.decimals)
     if number is not None and stated is not None:
         suffix = stated.group(2)
         if form.unit and not form.bare:  # "number only" wins: the unit was for computing
@@ -371,7 +370,10 @@ def render_value(value: str, form: AnswerForm) -> str:
             text = f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
         else:
             text = number
-    text = requote(text, form.example) if form.example else listed(text)
+    if form.example:
+        text = requote(text, form.example)
+    if form.separator or not form.example:  # an example without a separator shows the shape to keep
+        text = listed(text, form.separator)
     if form.case == "lower":
         text = text.lower()
     elif form.case == "upper":

@@ -27,7 +27,8 @@ _TEXT_WRAPPERS_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|textrm|mathbf)\s*\
 _LATEX_NOISE = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\displaystyle", "\\$")
 # Inline / display math delimiters around a stated answer: "answer: \(18\)".
 _MATH_DELIMITERS = ("\\(", "\\)", "\\[", "\\]")
-_UNIT_SUFFIX_RE = re.compile(r"^(" + _NUMBER + r")\s*(?:%|[A-Za-z][A-Za-z .²³/]*)$")
+# A number and its unit; an "i" or "j" right after the number makes it imaginary (``3j``), not a unit.
+_UNIT_SUFFIX_RE = re.compile(r"^(" + _NUMBER + r")\s*(?:%|(?![ij]$)[A-Za-z][A-Za-z .²³/]*)$")
 _DFRAC_RE = re.compile(r"\\[dt]frac")
 _SIMPLE_FRAC_RE = re.compile(r"^\\frac\{?([-+]?\d+)\}?\{?(\d+)\}?$")
 _SLASH_FRAC_RE = re.compile(r"^([-+]?\d+)\s*/\s*(\d+)$")

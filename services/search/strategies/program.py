@@ -14,7 +14,10 @@ The question's instructions about the answer's form ("reply with the number", "E
 a program copies them into what it prints. The chosen answer is the winning program's
 printed value (``Choice.answer``), rendered in the asked form when the reply is made
 (:mod:`services.search.presentation`); the program, its output and the vote are the
-evidence (``Choice.text``), which the reply returns as reasoning.
+evidence (``Choice.text``), which the reply returns as reasoning. Programs vote under keys,
+but the winning group's program shown is the one whose printed spelling the reply should
+show (:func:`services.common.answer_numbers.shown_spelling`: ``137/260`` where a fraction is
+asked for, else the group's most common spelling), so the reply is a value a program printed.
 
 Modes (``params.mode``):
 
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from services.common.answer_form import parse_form, strip_form
+from services.common.answer_numbers import shown_spelling
 from services.common.answers import extract_code, normalize_for_vote, program_answer, requested_decimals
 from services.common.confidence import ConfidenceSignals
 from services.common.errors import InvalidArgument
@@ -352,7 +356,9 @@ class ProgramOfThought(Strategy):
         order = {b.key: i for i, b in reversed(list(enumerate(ballots))) if b.key}
         winner = max(votes, key=lambda k: (round(votes[k], 12), -order[k]))
         members = [b for b in ballots if b.key == winner]
-        chosen = next((b for b in members if b.program), members[0])
+        programs = [b for b in members if b.program]
+        fraction = parse_form(question_text(ctx.problem)).fraction
+        chosen = programs[shown_spelling([b.answer for b in programs], fraction=fraction)] if programs else members[0]
         ctx.trace.add(ctx.trace.root.id, "vote", text=winner, score=votes[winner] / total, visits=len(members))
         ctx.early_stop_saved += saved
         ranked = sorted(votes.items(), key=lambda kv: (-round(kv[1], 12), order[kv[0]]))
