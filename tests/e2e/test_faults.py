@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import socket
 import threading
 import time
@@ -98,17 +97,13 @@ def test_killed_worker_job_finishes_on_another_worker_once(stack: GatewayStack) 
     waiter = threading.Thread(target=wait_sync)
     waiter.start()
     stack.wait_for(lambda: stack.queue_length() >= 2, timeout=60, what="both jobs queued")
-    assert stack.policy is not None and stack.policy.proc is not None
-    policy = stack.policy.proc
-    policy.send_signal(signal.SIGSTOP)
-    try:
+    assert stack.policy is not None
+    with stack.policy.paused():
         first = stack.start_worker(concurrency=2)
         holder = _wait_running(stack, job_id)["worker"]
         assert first.proc is not None and holder.endswith(f":{first.proc.pid}")
         first.kill()  # SIGKILL mid-job: no acknowledgement, no result
         assert _record(stack, job_id)["status"] == "running"
-    finally:
-        policy.send_signal(signal.SIGCONT)
     second = stack.start_worker(concurrency=2)
     stack.wait_for(
         lambda: _record(stack, job_id).get("status") in ("succeeded", "failed"), timeout=180, what="redelivered job"
