@@ -12,17 +12,18 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 MODELS ?= smollm2-135m qwen2.5-coder-0.5b
 VLLM_MODELS ?= smollm2-135m
 
-.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke calibrate routing-table clean
+.PHONY: help install system models models-large proto proto-check lint test test-fast test-unit test-e2e test-deploy run bench bench-strategies loadtest loadtest-smoke chaos settings-table sandbox-image core-images compose-smoke calibrate routing-table calibration-help clean
 
 help:
 	@echo "make run        install, prepare models, start Redis and every service (embedded default)"
 	@echo "make test       install and run the whole suite (what CI runs)"
 	@echo "make test-fast  lint + unit tests only (inner loop, no models needed)"
 	@echo "make bench      policy, sandbox, verifier and gateway benchmarks"
-	@echo "make loadtest   cost-versus-accuracy run and HTML report (Qwen2.5-Coder-0.5B)"
+	@echo "make loadtest   cost-versus-accuracy run under load and HTML report (Qwen2.5-Coder-0.5B, shipped table)"
 	@echo "make chaos      fault and overload runs against a local stack (SmolLM2), figures in reports/chaos"
 	@echo "make calibrate  routing.<model>.json for your model: HOURS=2 MODEL=... TARGET=host:port FAMILIES=... OUT=..."
 	@echo "make routing-table  refit the embedded model's shipped table from its committed pools"
+	@echo "make calibration-help  every calibration verb (python -m calibration --help): pools, tables, live runs"
 
 system:
 	@scripts/install_system.sh
@@ -100,8 +101,8 @@ settings-table: $(VENV)/.installed
 	$(PY) scripts/settings_table.py --write README.md
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check services evaluation tests scripts benchmarks loadtests docker
-	$(VENV)/bin/ruff format --check services evaluation tests scripts benchmarks loadtests docker
+	$(VENV)/bin/ruff check services evaluation calibration tests scripts benchmarks loadtests docker
+	$(VENV)/bin/ruff format --check services evaluation calibration tests scripts benchmarks loadtests docker
 	$(VENV)/bin/mypy
 
 test-unit: $(VENV)/.installed
@@ -165,7 +166,7 @@ FAMILIES ?=
 DATASETS ?=
 OUT ?=
 calibrate: $(VENV)/.installed $(if $(TARGET),,models)
-	$(PY) -m loadtests.pools calibrate --model '$(MODEL)' --hours $(HOURS) \
+	$(PY) -m calibration calibrate --model '$(MODEL)' --hours $(HOURS) \
 		$(if $(TARGET),--policy-target $(TARGET)) $(if $(SANDBOX),--sandbox-target $(SANDBOX)) \
 		$(if $(FAMILIES),--families $(FAMILIES)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(OUT),--out $(OUT))
 
@@ -174,17 +175,21 @@ calibrate: $(VENV)/.installed $(if $(TARGET),,models)
 SHIPPED_MODEL := qwen2.5-coder-0.5b
 ESCALATION_MODEL := qwen2.5-coder-1.5b
 routing-table: $(VENV)/.installed
-	$(PY) -m loadtests.pools calibrate --model $(SHIPPED_MODEL) --no-draw \
+	$(PY) -m calibration calibrate --model $(SHIPPED_MODEL) --no-draw \
 		--pools docs/data/calibration/pools/$(SHIPPED_MODEL) --out docs/data/calibration/$(SHIPPED_MODEL) \
 		--table services/gateway/routing/routing.$(SHIPPED_MODEL).json
 	# The same fit with cascades onto the larger model competing, where it has pools: the table
 	# `ttc stack` serves when TTC_STACK_LARGE_MODEL serves that model (docs/effort-ladder.md).
 	if [ -d docs/data/calibration/pools/$(ESCALATION_MODEL) ]; then \
-		$(PY) -m loadtests.pools calibrate --model $(SHIPPED_MODEL) --no-draw \
+		$(PY) -m calibration calibrate --model $(SHIPPED_MODEL) --no-draw \
 			--pools docs/data/calibration/pools/$(SHIPPED_MODEL) --out docs/data/calibration/$(SHIPPED_MODEL) \
 			--large-pools docs/data/calibration/pools/$(ESCALATION_MODEL) \
 			--table services/gateway/routing/routing.$(SHIPPED_MODEL)+$(ESCALATION_MODEL).json; fi
 	$(PY) scripts/ladder_doc.py --write
+
+# The one command line of the calibration pipeline, every verb with a line (docs/effort-ladder.md).
+calibration-help: $(VENV)/.installed
+	$(PY) -m calibration --help
 
 clean:
 	rm -rf .run reports build .pytest_cache .mypy_cache .ruff_cache

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from google.protobuf import struct_pb2  # noqa: E402
 
-from evaluation.provenance import provenance, write_raw  # noqa: E402
+from evaluation.pools.provenance import provenance, write_raw  # noqa: E402
 from services.common.grpc_client import insecure_channel  # noqa: E402
 from services.common.ports import free_port  # noqa: E402
 from services.common.replicas import ReplicaRouter  # noqa: E402

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf import json_format, struct_pb2
 
-from evaluation.checkers import check_code, sandbox_runner
-from evaluation.datasets import Problem, load_problems
-from evaluation.intervals import wilson
+from evaluation.problems.checkers import check_code, sandbox_runner
+from evaluation.problems.datasets import Problem, load_problems
+from evaluation.stats.intervals import wilson
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import Verification, VerifyCall
 from services.search.strategies.code_behaviour import (
@@ -202,7 +202,7 @@ def summarize(records: Sequence[dict[str, Any]], args: argparse.Namespace, heldo
         "git": git_describe(),
         "records_git": sorted({r.get("git", "b237f96-dirty") for r in records}),
         "model": args.model,
-        "data": "HumanEval held-out half (evaluation.datasets.split_of, salt ttc-serve/split/v1)",
+        "data": "HumanEval held-out half (evaluation.problems.datasets.split_of, salt ttc-serve/split/v1)",
         "heldout_problems": heldout,
         "problems_done": n,
         "n": args.n,

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from evaluation.datasets import Problem, load_mix
-from evaluation.intervals import wilson
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
+from evaluation.problems.datasets import Problem, load_mix
+from evaluation.stats.intervals import wilson
 from services.common.answers import answers_equivalent, normalize_for_vote
 from services.search.strategies.stopping import should_stop, wave_sizes
 

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import file_sha256, provenance, write_raw
+from evaluation.pools.provenance import file_sha256, provenance, write_raw
 from services.common.difficulty_features import difficulty_features
 from services.common.embedding import Encoder, default_model_path
 

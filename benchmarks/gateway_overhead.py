@@ -32,7 +32,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer, ServiceProcess, cpu_seconds

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.provenance import model_sha256, provenance, write_raw  # noqa: E402
+from evaluation.pools.provenance import model_sha256, provenance, write_raw  # noqa: E402
 from services.policy.engines import create_engine  # noqa: E402
 from services.policy.engines.base import Engine, Message, Prompt, Sampling  # noqa: E402
 from services.policy.settings import PolicySettings  # noqa: E402

@@ -23,7 +23,7 @@ import llama_cpp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaluation/ is not installed
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.policy.engines.base import Constraint, Message, Prompt, Sampling
 from services.policy.engines.llamacpp import grammar as lg
 from services.policy.engines.llamacpp.engine import LlamaCppEngine

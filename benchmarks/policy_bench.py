@@ -33,7 +33,7 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.provenance import provenance, write_raw  # noqa: E402
+from evaluation.pools.provenance import provenance, write_raw  # noqa: E402
 from services.common.ports import free_port  # noqa: E402
 from services.gen.ttc.v1 import common_pb2, policy_pb2, policy_pb2_grpc  # noqa: E402
 from services.policy.engines import create_engine  # noqa: E402

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis.asyncio as aioredis
 from google.protobuf.struct_pb2 import Struct
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.celery_app import make_celery

@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sandbox_bench import bare, measure, p95
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import sandbox_pb2
 from services.sandbox.container_spec import ContainerConfig, create_options

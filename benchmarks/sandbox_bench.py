@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.common.ports import free_port
 from services.common.sandbox_client import SandboxClient
 from services.gen.ttc.v1 import sandbox_pb2

@@ -23,7 +23,7 @@ took, so reported costs are what each strategy would have spent alone.
 
 Every run writes its raw results (config, per-strategy figures, elapsed time, cache hits)
 with provenance (git revision, load average at start and end, CPU count, model sha256, argv)
-to ``docs/data/strategies/strategies-<UTC time>.json`` via ``evaluation/provenance.py``, and
+to ``docs/data/strategies/strategies-<UTC time>.json`` via ``evaluation/pools/provenance.py``, and
 prints the path.
 
 Small run: ``python benchmarks/strategies_bench.py --problems 6 --n 4 --max-tokens 320``.
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf import struct_pb2
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.common.answers import answers_equivalent, extract_answer, normalize_answer
 from services.gen.ttc.v1 import common_pb2, orchestrator_pb2
 from services.search.interfaces import (
@@ -420,7 +420,7 @@ def pool_metrics(row: Row, k: int) -> tuple[int, list[float]] | None:
     """(k, [pass@1, pass@k, maj@k, coverage]) over the strategy's own sample pools."""
     if not row.pools:
         return None
-    from evaluation.ledger import ProblemLedger, Sample, summarize
+    from evaluation.stats.ledger import ProblemLedger, Sample, summarize
 
     ledgers = [
         ProblemLedger(tuple(Sample(a or None, c) for a, c in zip(answers, pool, strict=True)))

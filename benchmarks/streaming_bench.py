@@ -29,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import DATA, load_average, provenance, write_raw
+from evaluation.pools.provenance import DATA, load_average, provenance, write_raw
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer, cpu_seconds
 

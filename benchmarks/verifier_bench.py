@@ -26,7 +26,7 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.provenance import provenance, write_raw
+from evaluation.pools.provenance import provenance, write_raw
 from services.common.ports import free_port
 from services.verifier.clients import GrpcPolicyScorer
 from services.verifier.judge import orm_prompt, problem_text

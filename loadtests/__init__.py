@@ -1,1 +1,2 @@
-"""Cost-versus-accuracy load tests: the runner, report, calibration and locust file."""
+"""The load test under concurrency: the cost-versus-accuracy runner, its report and locust file
+(``make loadtest``), the chaos suite (``make chaos``) and the OptiLLM comparison."""

@@ -164,7 +164,7 @@ async def fault_run(stack: LocalStack, config: Config, log: Log) -> dict[str, An
         scan = await scan_records(stack.redis_url, traffic.job_ids, wait_s=240, log=log)
     figures.restarts_logged = stack.restarts_logged()
     duplicates = count_result_events(stack.redis_url, scan.ids)
-    probes = {"requests": len(traffic.probe_statuses) + len(traffic.probe_errors)}
+    probes: dict[str, Any] = {"requests": len(traffic.probe_statuses) + len(traffic.probe_errors)}
     probes |= {"http_5xx": sum(s >= 500 for s in traffic.probe_statuses), "transport_errors": traffic.probe_errors}
     return _fault_figures(outcomes, figures, scan, duplicates, probes, time.monotonic() - started)
 

@@ -84,13 +84,6 @@ def _parse_value(value: str) -> ParamValue:
     return value
 
 
-def parse_cell(spec: str, known: tuple[str, ...] = STRATEGIES) -> Cell:
-    """A pinned configuration label (or ``auto``) as a :class:`Cell` of the calibration effort;
-    the routing-table writer turns chosen labels back into routes with it."""
-    name, n, budget, verifier, params = parse_strategy(spec, known)
-    return Cell("", name, n, budget, verifier, params)
-
-
 def parse_strategy(
     spec: str, known: tuple[str, ...] = STRATEGIES
 ) -> tuple[str | None, int | None, int | None, str | None, tuple[tuple[str, ParamValue], ...]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from locust import HttpUser, between, events, task
 
-from evaluation.datasets import load_mix
+from evaluation.problems.datasets import load_mix
 from loadtests.client import EXTENSION_KEY, request_kwargs
 from loadtests.grid import build_grid, split_list
 
@@ -38,7 +38,7 @@ def _mix() -> tuple[str, list[Any], list[Any], int]:
 MODEL, PROBLEMS, CELLS, MAX_TOKENS = _mix()
 
 
-@events.init.add_listener
+@events.init.add_listener  # type: ignore[untyped-decorator]  # locust ships no annotations for it
 def _announce(environment: Any, **_kwargs: Any) -> None:
     print(f"locust mix: {len(PROBLEMS)} problems x {len(CELLS)} cells, model {MODEL}")
 

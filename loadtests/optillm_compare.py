@@ -1,6 +1,6 @@
-"""OptiLLM side by side with our efforts, on the same engine and held-out problems (issue 21 item 7).
+"""OptiLLM side by side with our efforts, on the same engine and held-out problems.
 
-Both columns of the table answer the same held-out problems (``evaluation/problemset.py``,
+Both columns of the table answer the same held-out problems (``evaluation/problems/problemset.py``,
 ``heldout`` split), checked by the same checkers (``answer_correct`` on the extracted answer;
 HumanEval by its hidden tests in the sandbox), through the official ``openai`` SDK:
 
@@ -39,10 +39,11 @@ from typing import Any
 import httpx
 import openai
 
-from evaluation.checkers import CodeRunner, check_code, sandbox_runner
-from evaluation.datasets import Problem
-from evaluation.problemset import FAMILIES, answer_correct, build_problem_set, family_of
-from evaluation.provenance import DATA, git_describe, provenance, write_raw
+from evaluation.pools.provenance import DATA, git_describe, provenance, write_raw
+from evaluation.problems.checkers import CodeRunner, check_code, sandbox_runner
+from evaluation.problems.datasets import Problem
+from evaluation.problems.problemset import FAMILIES, answer_correct, build_problem_set, family_of
+from loadtests.gateway_stack import Stack, healthy
 from loadtests.optillm.configs import Config, build_configs, split_names
 from loadtests.optillm.processes import DEFAULT_OPTILLM_PYTHON, Child, optillm_child, upstream_child
 from loadtests.optillm.scoring import common_problems, markdown, summarize, verdict
@@ -214,7 +215,9 @@ def summary(records: list[dict[str, Any]], configs: list[Config]) -> dict[str, A
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--problems", type=int, default=200, help="held-out problems (families interleaved)")
-    p.add_argument("--families", default="", help="comma-separated subset of evaluation/problemset.py's families")
+    p.add_argument(
+        "--families", default="", help="comma-separated subset of evaluation/problems/problemset.py's families"
+    )
     p.add_argument("--seed", type=int, default=0, help="data seed")
     p.add_argument("--efforts", default="all", help="our efforts, comma-separated, or all (none..xhigh)")
     p.add_argument("--approaches", default="all", help="OptiLLM approaches, comma-separated, or all")
@@ -240,10 +243,8 @@ def send(
 ) -> list[dict[str, Any]] | None:
     """Run the comparison (starting ``ttc stack`` when no gateway answers); ``None`` when there
     is no gateway and starting one is not allowed."""
-    from loadtests.full import Stack, _healthy
-
     stack: Stack | None = None
-    if not _healthy(a.base_url):
+    if not healthy(a.base_url):
         if a.no_start_stack:
             print(f"no gateway at {a.base_url}; start it with `make run`", file=sys.stderr)
             return None

@@ -27,10 +27,10 @@ import httpx
 import openai
 from tqdm import tqdm
 
-from evaluation.checkers import CodeRunner, check
-from evaluation.datasets import Problem, split_of
-from evaluation.provenance import load_average, provenance
-from evaluation.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
+from evaluation.pools.provenance import load_average, provenance
+from evaluation.problems.checkers import CodeRunner, check
+from evaluation.problems.datasets import Problem, split_of
+from evaluation.report.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 from loadtests.client import Reply, candidate_texts, fetch_trace, request_kwargs, send
 from loadtests.grid import Cell
 

@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/doc_intervals.py
 
-Wilson intervals for proportions (``evaluation.intervals.wilson``), a bootstrap over problems for
-means of per-problem values (``evaluation.pricing_table.bootstrap_interval``) and Fisher's z for
+Wilson intervals for proportions (``evaluation.stats.intervals.wilson``), a bootstrap over problems for
+means of per-problem values (``evaluation.pricing.table.bootstrap_interval``) and Fisher's z for
 Spearman correlations (variance 1.06/(n - 3)). Where a run's records are not in the repository
 (the 2026-11-30 load test, the strategies benchmark), the interval is computed from the counts
 the doc states (k of n) and printed as such; nothing is read from a rendered report.
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.intervals import bootstrap_interval, wilson  # noqa: E402
+from evaluation.stats.intervals import bootstrap_interval, wilson  # noqa: E402
 
 
 def pct(lo_hi: tuple[float, float]) -> str:

@@ -1,7 +1,7 @@
 """Cost against accuracy per task kind, from the committed calibration pools (no model runs).
 
-Prices every configuration offline on every calibration pool (:mod:`evaluation.pricing`), fits
-the routing table from the same pools in memory (:func:`evaluation.route_fit.fit`, as
+Prices every configuration offline on every calibration pool (:mod:`evaluation.pricing.pricer`), fits
+the routing table from the same pools in memory (:func:`evaluation.routing.route_fit.fit`, as
 ``make calibrate`` does, with the gateway's embedding estimator), and draws per task kind
 (gateway classifier) every fixed configuration, their Pareto frontier and the ladder's points
 (what each effort routes the kind's problems to) with 95% bootstrap intervals over problems.
@@ -20,20 +20,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.calibration import PREFILL_WEIGHT  # noqa: E402
-from evaluation.embeddings import feature_rows  # noqa: E402
-from evaluation.frontier import KindFrontier, by_task  # noqa: E402
-from evaluation.frontier_png import plot  # noqa: E402
-from evaluation.pools import read_pools  # noqa: E402
-from evaluation.pricing import Pricer  # noqa: E402
-from evaluation.pricing_table import default_configs, fit_latency, judges_in, price_all  # noqa: E402
-from evaluation.provenance import provenance, write_raw  # noqa: E402
-from evaluation.route_fit import FitSettings, fit, problem_stats  # noqa: E402
+from evaluation.pools.provenance import provenance, write_raw  # noqa: E402
+from evaluation.pools.store import read_pools  # noqa: E402
+from evaluation.pricing.pricer import Pricer  # noqa: E402
+from evaluation.pricing.table import default_configs, fit_latency, judges_in, price_all  # noqa: E402
+from evaluation.report.frontier import KindFrontier, by_task  # noqa: E402
+from evaluation.report.frontier_png import plot  # noqa: E402
+from evaluation.routing.embeddings import feature_rows  # noqa: E402
+from evaluation.routing.route_fit import FitSettings, fit, problem_stats  # noqa: E402
+from evaluation.routing.types import PREFILL_WEIGHT  # noqa: E402
 from services.search.strategies.stopping import should_stop  # noqa: E402
 
 DEFAULT_POOLS = ROOT / "docs" / "data" / "calibration" / "pools" / "qwen2.5-coder-0.5b"
 DEFAULT_IMG = ROOT / "docs" / "img" / "frontier"
-CONFIDENCE = 0.9  # loadtests/pools/calibrate.py's default early-stopping confidence
+CONFIDENCE = 0.9  # python -m calibration calibrate's default early-stopping confidence
 LIMIT = 64  # and its subsets replayed per problem and configuration
 SEED = 0
 
@@ -54,7 +54,7 @@ def compute(pools_dir: Path) -> tuple[list[KindFrontier], dict[str, Any]]:
     meta = {
         "pools": _relative(pools_dir), "split": "calibration", "problems": len(pools), "k": k,
         "prefill_weight": PREFILL_WEIGHT, "confidence": CONFIDENCE, "limit": LIMIT, "seed": SEED,
-        "table": "fitted in memory by evaluation.route_fit.fit from the same pools (embedding estimator)",
+        "table": "fitted in memory by evaluation.routing.route_fit.fit from the same pools (embedding estimator)",
         "difficulty_bins": fitted.table["difficulty_bins"],
     }  # fmt: skip
     return kinds, meta

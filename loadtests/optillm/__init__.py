@@ -1,1 +1,1 @@
-"""OptiLLM side by side with our efforts (issue 21 item 7): ``loadtests/optillm_compare.py``."""
+"""OptiLLM side by side with our efforts, on the same engine: ``loadtests/optillm_compare.py``."""

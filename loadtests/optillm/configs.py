@@ -17,7 +17,7 @@ from loadtests.grid import EFFORTS
 
 System = Literal["ttc", "optillm"]
 
-# Issue 21 item 7 names these; "executecode" is OptiLLM's code-execution plugin.
+# OptiLLM's approaches compared with our efforts; "executecode" is its code-execution plugin.
 APPROACHES: tuple[str, ...] = ("self_consistency", "bon", "moa", "mcts", "plansearch", "executecode")
 
 

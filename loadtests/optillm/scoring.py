@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evaluation.intervals import wilson
-from evaluation.report import percentile
+from evaluation.report.tables import percentile
+from evaluation.stats.intervals import wilson
 
 OUTCOMES = ("correct", "wrong", "error")
 ALL = "all"
@@ -103,7 +103,7 @@ def common_problems(records: Iterable[dict[str, Any]], configs: Sequence[str]) -
 
 
 def verdict(rows: Sequence[Row], effort: str = "ttc:high", token_ratio: float = 1 / 3) -> dict[str, Any]:
-    """Issue 21's bar: ``effort``'s accuracy at least OptiLLM's best approach's, at no more than
+    """The bar our efforts are held to: ``effort``'s accuracy at least OptiLLM's best approach's, at no more than
     ``token_ratio`` of that approach's generated tokens (overall rows). The best approach is the
     most accurate, fewer tokens breaking a tie."""
     overall = {r.config: r for r in rows if r.group == ALL}

@@ -319,7 +319,7 @@ def _settings_fields() -> dict[str, set[str]]:
     from services.common.settings import CommonSettings
 
     fields = {"TTC_": set(CommonSettings.model_fields)}
-    for module_name in (*(f"services.{c}.settings" for c in (*COMPONENTS, "jobs")), "evaluation.settings"):
+    for module_name in (*(f"services.{c}.settings" for c in (*COMPONENTS, "jobs")), "evaluation.report.settings"):
         module = importlib.import_module(module_name)
         cls = next(
             v

@@ -1,7 +1,7 @@
 """Scripts run as ``python benchmarks/x.py`` find the repository's uninstalled packages.
 
-Only ``services`` is installed into the venv; ``evaluation`` and ``loadtests`` are found from the
-repository root, which Python puts on the path only for ``python -m``. A script run by its path
+Only ``services`` is installed into the venv; ``evaluation``, ``calibration`` and ``loadtests`` are
+found from the repository root, which Python puts on the path only for ``python -m``. A script run by its path
 must put the root on ``sys.path`` before it imports them (the grammar benchmark once failed
 with ModuleNotFoundError at its first run for this reason)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-UNINSTALLED = {"evaluation", "loadtests"}
+UNINSTALLED = {"evaluation", "calibration", "loadtests"}
 SCRIPTS = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "scripts").glob("*.py")])
 
 
@@ -42,5 +42,5 @@ def test_the_root_is_on_the_path_before_an_uninstalled_package_is_imported(scrip
 
 
 def test_the_check_sees_a_missing_insert() -> None:
-    tree = ast.parse("import sys\nfrom evaluation.provenance import write_raw\nsys.path.insert(0, '.')\n")
+    tree = ast.parse("import sys\nfrom evaluation.pools.provenance import write_raw\nsys.path.insert(0, '.')\n")
     assert first_uninstalled_import(tree) == 2 and path_insert_line(tree) == 3

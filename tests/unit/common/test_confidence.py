@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.calibration_metrics import brier, expected_calibration_error, log_loss
-from evaluation.confidence_fit import Row, fit, fit_isotonic
+from evaluation.confidence.fit import Row, fit, fit_isotonic
+from evaluation.stats.calibration_metrics import brier, expected_calibration_error, log_loss
 from services.common import confidence_prompt
 from services.common.confidence import (
     CLIP,
@@ -212,7 +212,7 @@ def test_priors_are_read_per_kind_of_candidate_and_round_trip(tmp_path: Path) ->
 
 def test_the_shipped_model_carries_priors_for_the_features_served() -> None:
     model = shipped()
-    assert set(model.priors) == {"program", "cot"}  # no code prior (evaluation/confidence_prior.py)
+    assert set(model.priors) == {"program", "cot"}  # no code prior (evaluation/confidence/prior.py)
     assert model.prior_features == FEATURE_SET
     assert all(len(p.weights) == FEATURE_DIM for p in model.priors.values())
 

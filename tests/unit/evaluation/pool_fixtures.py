@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluation.pools import Call, Draw, DrawKind, PoolCandidate, ProblemPool
+from evaluation.pools.store import Call, Draw, DrawKind, PoolCandidate, ProblemPool
 
 Spec = tuple[str, bool]  # (vote key, correct)
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluation.calibration import fit_ridge
+from evaluation.routing.difficulty import fit_ridge
 from services.common.difficulty_features import (
     FEATURE_DIM,
     FEATURE_SET,
@@ -142,7 +142,7 @@ def test_features_layout_and_estimation_text() -> None:
 
 
 async def test_embedding_estimate_equals_the_fitted_ridge_and_costs_no_tokens() -> None:
-    from evaluation.calibration import RidgeEstimator
+    from evaluation.routing.difficulty import RidgeEstimator
 
     params = RidgeParams.model_validate(_ridge(3))
     encoder = FakeEncoder()

@@ -140,7 +140,7 @@ def test_the_shipped_settings_route_the_embedded_model_by_its_own_measured_table
 def test_the_shipped_table_is_fitted_on_every_committed_calibration_pool_of_the_current_programs() -> None:
     """The shipped table is a copy of what ``make routing-table`` fits from the committed pools:
     a chunk added, or a program prompt changed (stale pools), without refitting fails here."""
-    from loadtests.pools.draw import program_version
+    from calibration.lib.drawer import program_version
 
     provenance = _shipped_tables().by_model[SHIPPED_0_5B].table.provenance
     pools = ROOT / str(provenance["pools"])

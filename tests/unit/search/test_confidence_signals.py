@@ -1,6 +1,6 @@
 """Live confidence signals equal the calibration replay's on the same ballots.
 
-``ttc.confidence`` is a model fitted on the signals that ``evaluation/confidence.py`` computes by
+``ttc.confidence`` is a model fitted on the signals that ``evaluation/confidence/rows.py`` computes by
 replaying configurations on pools; it applies to a live answer only if the strategies compute
 the same signals. Each test runs a real strategy (scripted policy, verifier and sandbox) through
 ``run_search``, records the signals it hands to the calibrator, rebuilds the same ballots as
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from evaluation.pools import Call, Draw, PoolCandidate
-from evaluation.pricing import Config, LatencyModel, Pricer
+from evaluation.pools.store import Call, Draw, PoolCandidate
+from evaluation.pricing.pricer import Config, LatencyModel, Pricer
 from services.common.answers import normalize_for_vote
 from services.common.confidence import ConfidenceSignals, shipped
 from services.common.confidence_prompt import prompt_features, with_prompt

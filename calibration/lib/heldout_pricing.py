@@ -1,0 +1,67 @@
+"""The fitted ladder priced on held-out pools: each problem routed as the gateway routes it, the
+route's configuration priced on the problem's own pool, and the budgets the fit used.
+
+Shared by the offline held-out ladder (``heldout``) and the offline-priced rows beside a routed
+run's live ones (``routed``), so the two price one ladder the same way. Routing loads the
+gateway's MiniLM encoder (:mod:`~.gateway_routes`); the rest is :mod:`evaluation.heldout.ladder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from calibration.lib.fit import FittedPools
+from calibration.lib.gateway_routes import route_questions
+from evaluation.heldout.ladder import Outcomes, fit_budgets, label_index, routed_labels
+from evaluation.pools.store import ProblemPool
+from evaluation.pricing.pricer import Pricer, stop_rule
+from evaluation.pricing.table import fit_latency, price_all
+from evaluation.routing.escalation_join import cascade_estimates, pair_of_label
+from evaluation.routing.live_join import LiveSet, add_measured
+from evaluation.routing.route_fit import problem_stats
+from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT
+from services.gateway.routing import Route, RoutingTable
+
+
+def routed(
+    table: RoutingTable, fitted: FittedPools, pools: Sequence[ProblemPool], efforts: Sequence[str]
+) -> tuple[dict[str, dict[str, Route]], dict[str, dict[str, str | None]]]:
+    """Each problem's route per effort under ``table`` (as the gateway routes its prompt) and the
+    fit's configuration label each route runs."""
+    routes = route_questions(table, {p.id: str(p.problem["question"]) for p in pools}, efforts)
+    index = label_index(fitted.configs, fitted.pools, fitted.live.routes if fitted.live else None)
+    labels = routed_labels({e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()}, index)
+    return routes, labels
+
+
+def priced(
+    pools: Sequence[ProblemPool], fitted: FittedPools, *, confidence: float, limit: int, seed: int,
+    large_heldout: Sequence[ProblemPool] = (),
+) -> tuple[Pricer, Outcomes]:  # fmt: skip
+    """Every configuration of the fit priced on ``pools`` (the latency model fitted on their own
+    calls), with the fit's cascades where ``large_heldout`` holds the problem."""
+    pricer = Pricer(fit_latency(list(pools)), stop_rule(confidence), limit=limit, seed=seed)
+    outcomes = Outcomes.of(pools, price_all(pricer, pools, fitted.configs), fitted.configs)
+    add_cascades(outcomes, pools, large_heldout, pricer, fitted, confidence=confidence, limit=limit, seed=seed)
+    return pricer, outcomes
+
+
+def add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldout: Sequence[ProblemPool],
+                 pricer: Pricer, fitted: FittedPools, *, confidence: float, limit: int, seed: int) -> None:  # fmt: skip
+    """Every cascade the fit could route to, priced on the held-out problems drawn for both
+    models, into ``outcomes`` (in place); nothing when the fit had no cascades or the large
+    model no held-out pools."""
+    if not large_heldout or fitted.live is None:
+        return
+    large = Pricer(fit_latency(large_heldout), stop_rule(confidence), limit=limit, seed=seed)
+    pairs = [p for label in fitted.live.routes if (p := pair_of_label(label, fitted.configs)) is not None]
+    estimates = cascade_estimates(heldout, large_heldout, pricer, large, pairs)
+    add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)
+
+
+def calibration_budgets(fitted: FittedPools) -> dict[str, dict[str, float]]:
+    """The budgets the fit used: ``BUDGET_MULTIPLES`` x one greedy sample's mean cost on the
+    calibration problems of each task type."""
+    greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
+    calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
+    return fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)

@@ -1,1 +1,0 @@
-"""Candidate pools: draw once through the real services, price every configuration offline."""
