@@ -25,8 +25,9 @@ from evaluation.pricing.pricer import Config, Pricer, stop_rule
 from evaluation.pricing.table import default_configs, fit_latency, judges_in
 from evaluation.routing.embeddings import feature_rows
 from evaluation.routing.escalation_join import DEFAULT_PAIRS, escalation_set, merged, pairs_of
+from evaluation.routing.fit_provenance import pools_provenance, source_line
 from evaluation.routing.live_join import LiveSet
-from evaluation.routing.route_fit import Fit, FitSettings, fit, pools_provenance, source_line
+from evaluation.routing.route_fit import Fit, FitSettings, fit
 
 
 @dataclass(frozen=True)

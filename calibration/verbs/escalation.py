@@ -31,7 +31,8 @@ from evaluation.pricing.cascade import served_route
 from evaluation.pricing.pricer import Config, Pricer, stop_rule
 from evaluation.pricing.table import default_configs, fit_latency
 from evaluation.routing.escalation_join import DEFAULT_PAIRS, THRESHOLDS, pairs_of
-from evaluation.routing.route_fit import pools_provenance, route_of
+from evaluation.routing.fit_provenance import pools_provenance
+from evaluation.routing.served_routes import route_of
 
 NAME = "escalation"
 HELP = "small model, large model and the cascade, priced from both models' pools"

@@ -34,7 +34,8 @@ from evaluation.pools.store import iter_chunks, read_pools, task_type_of
 from evaluation.pricing.pricer import Config
 from evaluation.report.frontier import by_task
 from evaluation.report.frontier_png import plot
-from evaluation.routing.route_fit import NOT_ROUTABLE, pools_provenance
+from evaluation.routing.fit_provenance import pools_provenance
+from evaluation.routing.route_fit import NOT_ROUTABLE
 from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT
 from services.gateway.routing import RoutingTable
 

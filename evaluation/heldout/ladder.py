@@ -36,8 +36,8 @@ from evaluation.routing.route_fit import (
     family_stats,
     label_of,
     problem_stats,
-    route_of,
 )
+from evaluation.routing.served_routes import route_of
 from evaluation.routing.types import PREFILL_WEIGHT, ProblemStats
 from evaluation.stats.intervals import bootstrap_interval
 

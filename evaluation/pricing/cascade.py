@@ -76,7 +76,7 @@ def unsettled(run: Outcome, threshold: float, text: str) -> bool:
 
 def served_route(small_route: dict[str, Any], large_route: dict[str, Any], threshold: float) -> dict[str, Any]:
     """The served ``cascade`` route for a priced pair, from each side's route
-    (:func:`evaluation.routing.route_fit.route_of`): the small route's strategy is ``inner``, the large
+    (:func:`evaluation.routing.served_routes.route_of`): the small route's strategy is ``inner``, the large
     one's runs on the escalation deployment (``large_inner``, ``large_n``, ``large_params``), and
     the budget holds both. Raises ``ValueError`` where the small side is no vote the cascade runs."""
     inners = ("program_of_thought", "self_consistency")

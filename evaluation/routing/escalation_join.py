@@ -26,7 +26,7 @@ from evaluation.pools.store import ProblemPool
 from evaluation.pricing.cascade import cascade, served_route
 from evaluation.pricing.pricer import Config, Estimate, Pricer
 from evaluation.routing.live_join import MIN_LIVE, LiveSet
-from evaluation.routing.route_fit import route_of
+from evaluation.routing.served_routes import route_of
 
 THRESHOLDS = (0.5, 0.75, 0.9)
 # The cascades calibration prices: the small model's configuration, then the large model's.

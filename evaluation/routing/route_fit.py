@@ -27,22 +27,22 @@ configuration that applies to a few problems cannot win on those alone.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from evaluation.pools.store import Chunk, ProblemPool, task_type_of
+from evaluation.pools.store import ProblemPool, task_type_of
 from evaluation.pricing.pricer import Config, Estimate, Pricer
 from evaluation.pricing.table import price_all
 from evaluation.routing.difficulty import difficulty_bin, fit_ridge, quantile_edges, strictly_rising
 from evaluation.routing.live_join import LiveSet, join
 from evaluation.routing.live_join import provenance as live_provenance
 from evaluation.routing.route_choice import DEFAULT_Z, Guessed, best, choose_stable, effort_budgets
+from evaluation.routing.served_routes import route_of
 from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT, Choice, ConfigStats, ProblemStats
 from evaluation.stats.intervals import bootstrap_interval
 from services.common.difficulty_features import FEATURE_SET
@@ -83,51 +83,6 @@ class Fit:
 def label_of(config: Config) -> str:
     """The configuration's label in stats: both greedy configurations are the one greedy sample."""
     return GREEDY if config.family in ("cot_greedy", "code_greedy") else config.name
-
-
-# ------------------------------------------------------------------------------ routes
-def route_of(config: Config, pools: Sequence[ProblemPool]) -> dict[str, Any]:
-    """The gateway route that runs ``config`` as it was priced. ``token_budget`` is every
-    candidate the configuration draws at the per-candidate cap the pools were drawn with, so
-    the cap never cuts what was priced (the effort's budget is a mean, not a per-request cap)."""
-    f = config.family
-    if f in ("cot_greedy", "code_greedy"):
-        route: dict[str, Any] = {"strategy": "single", "n": 1, "params": {"greedy": True}}
-    elif f == "sc":
-        params: dict[str, Any] = {"early_stop": True, "first_wave": config.first_wave} if config.early_stop else {}
-        route = {"strategy": "self_consistency", "n": config.n, "params": params}
-    elif f == "pot":
-        params = {"early_stop": config.early_stop}
-        if config.early_stop:
-            params["first_wave"] = config.first_wave
-        if config.cot:
-            params |= {"mode": "hybrid", "cot": config.cot, "cot_weight": config.cot_weight}
-        route = {"strategy": "program_of_thought", "n": config.n, "params": params}
-    elif f in ("bon", "wvote"):
-        route = {"strategy": "best_of_n" if f == "bon" else "weighted_vote", "n": config.n, "verifier": config.judge}
-    elif f == "code_vote":
-        route = {"strategy": "code_execution", "n": config.n}
-    else:
-        raise ValueError(f"{config.name}: {f} is not a strategy a route can run")
-    route["token_budget"] = max(1, token_cap(config, pools))
-    return route
-
-
-def _cap(pools: Sequence[ProblemPool], kind: str, call: int) -> int:
-    return max((p.draws[kind].calls[call].max_tokens for p in pools if kind in p.draws), default=0)
-
-
-def token_cap(config: Config, pools: Sequence[ProblemPool]) -> int:
-    """Generated tokens of the configuration's candidates at the pools' per-candidate caps."""
-    f = config.family
-    if f in ("cot_greedy", "code_greedy"):
-        return max(_cap(pools, "cot", 0), _cap(pools, "code", 0))
-    if f == "code_vote":
-        return config.n * _cap(pools, "code", -1)
-    if f == "pot":
-        fallback = _cap(pools, "cot", 0) if config.cot == 0 else 0
-        return config.n * _cap(pools, "program", -1) + config.cot * _cap(pools, "cot", -1) + fallback
-    return config.n * _cap(pools, "cot", -1)
 
 
 # ------------------------------------------------------------------------------ stats
@@ -423,36 +378,3 @@ def _description(pools: Sequence[ProblemPool], task_routes: Mapping[str, Any], f
         f"greedy sample); none is one greedy sample; other task types get the best on average across {families} "
         "families."
     )
-
-
-def pools_provenance(directory: str, chunks: Sequence[Chunk], pools: Sequence[ProblemPool]) -> dict[str, Any]:
-    """Table-level provenance from the chunk headers the pools were read from: the folder, the
-    code (``git describe``) and program versions, the model's sha256, the data seeds and settings."""
-    used = {p.id for p in pools}
-    mine = [c for c in chunks if any(p.id in used for p in c.pools)]
-    headers = [c.header for c in mine]
-
-    def distinct(key: str) -> list[Any]:
-        return sorted({str(h.get(key)) for h in headers if h.get(key) is not None})
-
-    return {
-        "pools": directory,
-        "chunks": [c.path.name for c in mine],
-        "git_describe": distinct("git_describe"),
-        "program_version": distinct("program_version"),
-        "model": distinct("model"),
-        "model_sha256": distinct("model_sha256"),
-        "data": _distinct_dicts(h.get("data", {}) for h in headers),
-        "settings": _distinct_dicts(h.get("settings", {}) for h in headers),
-    }
-
-
-def _distinct_dicts(values: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each distinct dict once, in order of first appearance."""
-    return list({json.dumps(v, sort_keys=True): v for v in values}.values())
-
-
-def source_line(directory: str, pools: Sequence[ProblemPool], program_versions: Sequence[str]) -> str:
-    """What the figures were measured on, as the contract's ``source`` reads."""
-    versions = ", ".join(program_versions) or "unknown"
-    return f"pools: {directory} ({len(pools)} problems, program {versions})"

@@ -9,7 +9,7 @@ import pytest
 from evaluation.confidence.served_replay import answered, replay, score, widened
 from evaluation.heldout.ladder import route_key
 from evaluation.pricing.pricer import Config
-from evaluation.routing.route_fit import route_of
+from evaluation.routing.served_routes import route_of
 from services.common.confidence import FEATURES, Calibrator, ConfidenceSignals, shipped
 from tests.unit.evaluation.pool_fixtures import draw, pool
 

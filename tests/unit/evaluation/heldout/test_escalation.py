@@ -97,7 +97,7 @@ def test_every_default_pair_is_served_by_the_cascade_it_names() -> None:
     from calibration.verbs.escalation import DEFAULT_PAIRS
     from evaluation.pricing.cascade import served_route
     from evaluation.pricing.table import default_configs
-    from evaluation.routing.route_fit import route_of
+    from evaluation.routing.served_routes import route_of
     from services.search.strategies.cascade import Cascade
     from services.search.strategies.config import StrategyInput
     from services.search.strategies.single import Single

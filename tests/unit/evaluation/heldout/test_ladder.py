@@ -28,7 +28,8 @@ from evaluation.heldout.ladder import (
 from evaluation.pools.store import Draw, ProblemPool, write_chunk
 from evaluation.pricing.pricer import Config, LatencyModel, Pricer
 from evaluation.pricing.table import default_configs, price_all
-from evaluation.routing.route_fit import GREEDY, NOT_ROUTABLE, label_of, problem_stats, route_of
+from evaluation.routing.route_fit import GREEDY, NOT_ROUTABLE, label_of, problem_stats
+from evaluation.routing.served_routes import route_of
 from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT
 from services.gateway.routing import Route
 from tests.unit.evaluation.pool_fixtures import draw

@@ -14,7 +14,8 @@ import pytest
 
 from evaluation.pools.store import Call, Draw, DrawKind, PoolCandidate, ProblemPool, task_type_of
 from evaluation.pricing.pricer import Config, LatencyModel, Pricer
-from evaluation.routing.route_fit import FitSettings, fit, route_of
+from evaluation.routing.route_fit import FitSettings, fit
+from evaluation.routing.served_routes import route_of
 from evaluation.routing.types import BUDGET_MULTIPLES
 from services.common.difficulty_features import FEATURE_DIM
 from services.gateway.routing import Route, load_routing_table
