@@ -131,7 +131,7 @@ def finish_reason(choice: Choice | None) -> str:
 
 def _answer(job: orchestrator_pb2.SearchJob, choice: Choice, ctx: Context) -> tuple[orchestrator_pb2.Answer, int]:
     """The choice as the reply shows it (rendered, its evidence apart) and its answer tokens."""
-    shown = present(choice, ctx.problem, ctx.shape, streamed=ctx.streamed)
+    shown = present(choice, ctx.problem, ctx.shape, streamed=ctx.answer.streamed)
     answer = orchestrator_pb2.Answer(
         text=shown.content,
         tool_calls=[tool_call_proto(c) for c in choice.tool_calls],
@@ -216,7 +216,8 @@ async def run_search(
     the best answer so far. Raises ``InvalidArgument`` for an invalid job.
 
     ``on_answer`` receives the answer text: token by token where the strategy generates its
-    answer last (``single``, ``budget_forcing``) and the reply is that text, otherwise once,
+    answer last (``single``, a vote or judge of one sample, ``budget_forcing``) and the reply
+    is that text (``AnswerStream.sink``), otherwise once,
     as soon as it is chosen; where the reply is a rendered value
     (:mod:`services.search.presentation`), its evidence goes to ``on_reasoning`` first (an
     ``evidence`` event). The deltas add up to ``result.answer``.
@@ -250,7 +251,7 @@ async def run_search(
         trace.mark_chosen(execution.choice.node_id)
         if result.reasoning:
             ctx.event("evidence", result.reasoning)
-        if on_answer is not None and not ctx.streamed and result.answer:
+        if on_answer is not None and not ctx.answer.streamed and result.answer:
             await on_answer(result.answer)
     stored_job = orchestrator_pb2.SearchJob()
     stored_job.CopyFrom(job)

@@ -11,6 +11,9 @@ the vote) must be in ``reasoning_content``.
 prompt here was tuned on; ``make test`` deselects them by name (the Makefile says why) and they
 run by hand, ``pytest tests/e2e/test_answer_form.py::test_held_out_calculations`` (they write
 their raw replies to ``docs/data/answer_form_heldout.json``; docs/strategies.md reports them).
+
+An open prompt at the same default effort is the other side: its reply is one sample's text as
+it is, so that text streams as ``content`` deltas while it is decoded (docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -131,6 +134,29 @@ def check(rows: list[dict[str, Any]]) -> None:
 
 def test_one_line_calculations_answer_in_the_form_asked(stack: GatewayStack) -> None:
     check(ask(stack, CASES))
+
+
+def test_an_open_prompt_of_one_sample_streams_its_answer_token_by_token(stack: GatewayStack) -> None:
+    """The shipped table routes this open prompt at the default effort to one sample (a vote of
+    one): its content comes in many deltas as the engine decodes it, not in one after the search."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    stream = client.chat.completions.create(
+        model=QWEN,
+        messages=[{"role": "user", "content": "Explain in one sentence what a hash table is."}],
+        max_tokens=64,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    contents: list[str] = []
+    report: dict[str, Any] = {}
+    for chunk in stream:
+        report = (chunk.model_extra or {}).get("ttc") or report
+        contents += [choice.delta.content for choice in chunk.choices if choice.delta.content]
+    assert report["task_type"] == "open" and report["candidates_generated"] == 1, report
+    assert len(contents[:-1]) >= 5, f"{len(contents)} content deltas: {contents}"
+    assert "hash" in "".join(contents).lower(), contents
 
 
 def test_held_out_calculations(stack: GatewayStack) -> None:

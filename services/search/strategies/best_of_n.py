@@ -9,7 +9,10 @@ candidate has one; the verifier judges the text with its tool calls rendered.
 
 The chosen answer carries its confidence signals (family ``bon``, :mod:`~.signals`): the
 judge's score of it, and how many of the N drawn candidates share its vote key (every drawn
-candidate a ballot, as the calibration replay counts them)."""
+candidate a ballot, as the calibration replay counts them).
+
+With ``n`` = 1 the judge scores the one candidate and keeps it, so it streams as the answer
+where the job streams its answer (``AnswerStream.sole``)."""
 
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ class BestOfN(Strategy):
         return cls(n=n, verifier=verifier)
 
     async def run(self, ctx: Context) -> Outcome:
-        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id)
+        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, on_text=ctx.answer.sole(self.n))
         scoreable = [g for g in generated if g.shown.strip()]
         if ctx.keys.structured:
             scoreable = [g for g in scoreable if ctx.keys.key(g.candidate)] or scoreable

@@ -111,7 +111,7 @@ class BudgetForcing(Strategy):
             max_tokens=self.answer_max_tokens,
             stop=(),
             offer=False,
-            on_text=_lstripped(ctx.answer_stream(shown)),
+            on_text=_lstripped(ctx.answer.sink(shown)),
             answer=True,
         )
         if not answer:

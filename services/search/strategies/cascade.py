@@ -9,7 +9,8 @@ from the vote's signals, abstaining programs counting against the winner) is bel
 or the vote has no confidence (no program produced an answer), it runs the same inner strategy
 again on the escalation deployment, whose answer is returned. Both runs spend the one job budget,
 so usage counts both models' tokens, and the trace has an ``escalate`` (or ``settled``) node
-whose score is the small vote's confidence.
+whose score is the small vote's confidence. The small vote never streams as the answer, even a
+vote of one sample (``AnswerStream.provisional``): the larger model may replace it.
 
 Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`` (0..1, default
 0.75: a probability, not a share, and it depends on the prompt: one agreeing greedy program is
@@ -148,7 +149,8 @@ class Cascade(Strategy):
             node.visits = 1
             return large
         before = ctx.candidates_generated
-        small = await self.inner.run(ctx)
+        with ctx.answer.provisional():  # the larger model may replace it: nothing of it streams as the answer
+            small = await self.inner.run(ctx)
         share = vote_share(small, ctx.candidates_generated - before)
         confidence = small_confidence(small, ctx.problem)
         settled = small.choice is not None and confidence is not None and confidence >= self.threshold

@@ -10,7 +10,8 @@ error handling are written once:
   it had been sent (``Budget.charge_partial``);
 - the best answer offered so far is kept in ``best`` for the runner to return;
 - every model call streams its decoded tokens to the reasoning sink, labelled by candidate
-  (``source``), unless it decodes the streamed answer itself (docs/streaming.md).
+  (``source``), unless it decodes the streamed answer itself (``answer``, an
+  :class:`~.answering.AnswerStream`; docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from services.search.interfaces import (
     Verifier,
     VerifyCall,
 )
+from services.search.strategies.answering import AnswerStream
 from services.search.strategies.calls import Generated, GenRequest, shown_text
 from services.search.strategies.config import Sampling
 from services.search.strategies.keys import VoteKeys
@@ -94,33 +96,7 @@ class Context:
         self.keys = VoteKeys(shape.tools, shape.constraint)
         self.answers = answers  # answers wanted (SearchJob.answers)
         self.ranking: list[Choice] = []  # the answers a strategy ranked, best first (for answers > 1)
-        self._answer_sink = answer_sink
-        self.streamed = False  # some of the answer went to the answer sink already
-
-    # -- answer stream -------------------------------------------------------------------
-    def answer_stream(self, prefix: str = "") -> TextSink | None:
-        """A sink that streams a generation's text as the answer (``prefix`` first), or None
-        when the job does not stream, or asked for logprobs: the job's answer events carry
-        text only, so an answer whose logprobs the client asked for goes out as one delta with
-        the result, which carries them."""
-        sink = self._answer_sink
-        if sink is None or self.shape.logprobs:
-            return None
-        pending = [prefix] if prefix else []
-
-        async def stream(delta: str) -> None:
-            self.streamed = True
-            text = "".join(pending) + delta
-            pending.clear()
-            await sink(text)
-
-        return stream
-
-    async def emit_answer(self, text: str) -> None:
-        """Send the chosen answer as one delta, unless its text has been streamed already."""
-        if self._answer_sink is not None and not self.streamed and text:
-            self.streamed = True
-            await self._answer_sink(text)
+        self.answer = AnswerStream(answer_sink, logprobs=shape.logprobs, answers=answers)
 
     # -- answers -----------------------------------------------------------------------
     def offer(self, choice: Choice, *, force: bool = False) -> None:

@@ -52,7 +52,7 @@ class Single(Strategy):
         else:
             temperature = 0.0 if self.greedy else None
             generated = await ctx.generate(
-                1, parent_id=root, temperature=temperature, on_text=ctx.answer_stream(), answer=True
+                1, parent_id=root, temperature=temperature, on_text=ctx.answer.sink(), answer=True
             )
         if not generated:
             return Outcome(None)

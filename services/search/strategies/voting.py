@@ -11,6 +11,10 @@ score); (2) the higher mean token log-probability of the cluster's members, when
 engine returned log-probabilities for them; (3) the cluster whose first member came
 earliest. The returned text is the cluster's first member that finished with ``stop``
 (else its first member).
+
+A vote of one sample (``n`` = 1, one answer) keeps that sample's text as it is, so where the
+job streams its answer the sample streams as the answer while it is decoded, as ``single``'s
+does; otherwise the samples stream as reasoning and the winner is the answer once chosen.
 """
 
 from __future__ import annotations
@@ -178,13 +182,14 @@ class SelfConsistency(Strategy):
         return strategy
 
     async def run(self, ctx: Context) -> Outcome:
+        answer = ctx.answer.sole(self.n)
         if not self.early_stop:
-            generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
+            generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=self.logprobs, on_text=answer)
             return await _vote_and_choose(ctx, generated, [1.0] * len(generated), None, None, "vote")
         decimals = requested_decimals(question_text(ctx.problem))
         generated = []
         for size in wave_sizes(self.n, self.first_wave):
-            generated += await ctx.generate(size, parent_id=ctx.trace.root.id, logprobs=self.logprobs)
+            generated += await ctx.generate(size, parent_id=ctx.trace.root.id, logprobs=self.logprobs, on_text=answer)
             left = self.n - len(generated)
             if left <= 0:
                 break
@@ -214,7 +219,8 @@ class WeightedVote(Strategy):
         return cls(n=n, verifier=verifier)
 
     async def run(self, ctx: Context) -> Outcome:
-        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=True)
+        answer = ctx.answer.sole(self.n)
+        generated = await ctx.generate(self.n, parent_id=ctx.trace.root.id, logprobs=True, on_text=answer)
         if not generated:
             return Outcome(None)
         verdicts = await ctx.verify(self.verifier, [g.shown for g in generated], [g.node.id for g in generated])
