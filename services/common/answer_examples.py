@@ -10,7 +10,8 @@ example is kept to render the decided value in its shape (:func:`requote`).
 Two shapes are found: an instruction *block* (a header such as "Please follow the instructions
 below:" or "Answer format:" and the lines under it that talk about the answer's presentation),
 and an example-carrying sentence about the answer ("Format your answer like: ...", "Your answer
-should look like: ...", "Give your answer as a list, e.g. [...]"). Examples that define the task
+should look like: ...", "Give your answer as a list, e.g. [...]", "Write it with exponents,
+like 2^2 * 3"). Examples that define the task
 ("Spell this word backward (example: sun -> nus)") name no answer and stay.
 """
 
@@ -59,10 +60,12 @@ _INSTEAD = re.compile(
     rf"(?:your|the)\s+{_ANSWER}\s+as\s+[^\n]+?,\s*(?:please\s+)?(?:use|write|give|report|return|output)\s+",
     _F,
 )
-# "Give your answer as a list, e.g. [...]": an example inside a sentence about the answer.
+# "Give your answer as a list, e.g. [...]", "write it with exponents, like 2^2 * 3": an example
+# inside a sentence about the answer.
 _EG = re.compile(
     rf"\b(?:please\s+)?(?:give|write|format|present|express|provide|return|report|output|put|list)\s+"
-    rf"(?:your|the|all\s+your)\s+{_ANSWER}\b[^\n.]*?(?:,\s*|\s+|\(\s*)(?:for\s+example|e\.g\.)[,:]?\s*",
+    rf"(?:(?:your|the|all\s+your)\s+{_ANSWER}|it|them)\b[^\n.]*?"
+    rf"(?:(?:,\s*|\s+|\(\s*)(?:for\s+example|e\.g\.)|,\s*like\b)[,:]?\s*",
     _F,
 )
 _FOR_EXAMPLE = re.compile(r"\b(?:for\s+example|e\.g\.)[,:]?\s*", _F)

@@ -19,6 +19,11 @@ An instruction that shows an example answer ("Instead of reporting your answer a
 ['1', '2']", "(Format your answer like: ...)") is cut whole, examples and all
 (:mod:`services.common.answer_examples`), and the example is kept: the value is then written
 bare, in the example's shape where it is a list of quoted strings.
+Sentences that only talk about the reply's form ("Keep it to the number", "Just the day name, in
+lowercase", "no other text") are cut whole (:mod:`services.common.answer_instructions`); what they
+ask is rendered here: tags, a ``####`` line, quotes (:mod:`services.common.answer_templates`), a
+JSON object, a number in words, a time or date in a shown pattern, yes/no in the asked words
+(:mod:`services.common.answer_shapes`).
 Pure and deterministic: the gateway, the orchestrator and the benchmarks read forms the same way.
 """
 
@@ -29,12 +34,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from services.common.answer_examples import Span, find_examples, requote
+from services.common.answer_instructions import SLOT, names_a_number, read_instructions
 from services.common.answer_lists import asked_separator, listed
 from services.common.answer_numbers import number_text
+from services.common.answer_shapes import as_json, in_choice, in_pattern, in_words
+from services.common.answer_templates import find_template
 from services.common.answers import requested_decimals
 
+__all__ = ["SLOT", "AnswerForm", "parse_form", "render", "render_value", "strip_form"]
+
 Case = Literal["lower", "upper"]
-SLOT = "\x00"  # where the value goes in a template (a character no template contains)
 
 _F = re.IGNORECASE
 _ONLY = r"(?:only|just|solely|simply|purely|exclusively|nothing\s+(?:but|other\s+than|except)|no\s+more\s+than)"
@@ -95,30 +104,6 @@ _BARE_PATTERNS = (
     re.compile(r"\b(?:in\s+(?:one|a\s+single)\s+word|one[- ]word\s+answer|single[- ]word\s+answer)\b", _F),
     re.compile(r"\bnothing\s+(?:else|more)\b", _F),
 )
-# A placeholder for the value inside a template: "Answer: …", "<number>", "[answer]", "X".
-_PLACEHOLDER = re.compile(
-    r"…|\.{3}|<[^<>\n]{0,24}>|\[[^\[\]\n]{0,24}\]|\{[^{}\n]{0,24}\}|(?<![A-Za-z])[XN](?=\W*$)|\?+|_{2,}|#+"
-)
-_QUOTED = re.compile(r"\"([^\"\n]{1,60})\"|“([^”\n]{1,60})”|`([^`\n]{1,60})`|(?<![A-Za-z])'([^'\n]{1,60})'(?![A-Za-z])")
-_TEMPLATE_TRIGGER = re.compile(
-    r"\b(?:end|ends|ending|finish|conclude|close|format|formatted|form|write|put|give|state|present|reply|respond|"
-    r"answer|use|print|output|return|start|begin|prefix|phrase|express|line|template|like|as)\b",
-    _F,
-)
-# What comes right before a quoted template: "end with '…'", "write it as '…'", "format: '…'".
-_CONNECTOR = re.compile(r"(?:\b(?:with|as|like|form|format|template|using|follows|reads|in)|:)\s*$", _F)
-# "Format: Answer: <n>", "in the form ANSWER=<n>", "end with Answer: X" (no quotes).
-_BARE_TEMPLATE = re.compile(
-    r"\b(?:(?:format|form|template|write|give|reply|respond|answer)\b(?:\s+(?:your|the)\s+\w+\b)?\s*(?:is|as|like|of)?|"
-    r"(?:end|finish|conclude)\s+(?:your\s+\w+\s+)?with)"
-    r"\s*:?\s*(?P<t>(?!(?:is|as|like|of)\b)[A-Za-z]+(?: [A-Za-z]+)?\s*[:=]\s*(?:" + _PLACEHOLDER.pattern + r"))",
-    _F,
-)
-_BOXED = re.compile(
-    r"(?:\b(?:put|write|place|give|present|enclose|wrap|state|put|show|box|format)\b[^.?!\n]{0,40}?)?"
-    r"(?:\\boxed\s*(?:\{[^{}]{0,20}\})?|\bin\s+a\s+box\b)",
-    _F,
-)
 # Words after "answer in" that name a form, not a unit ("in lowercase", "in binary").
 _FORM_WORDS = (
     "one a an the words word full lowercase uppercase lower upper capital capitals caps form format "
@@ -147,7 +132,21 @@ _CASE = re.compile(
     _F,
 )
 _INTEGER_FORM = re.compile(r"\bas\s+(?:an?\s+)?(?:integer|whole\s+number)\b", _F)
-_FRACTION_FORM = re.compile(r"\bas\s+an?\s+(?:(?:common|simplified|reduced|irreducible)\s+)?fraction\b", _F)
+_FRACTION_FORM = re.compile(
+    r"\bas\s+(?:an?\s+(?:(?:common|simplified|reduced|irreducible|improper)\s+)?fraction|"
+    r"(?:a\s+)?(?:numerator\s*/\s*denominator|p\s*/\s*q))\b",
+    _F,
+)
+_PERCENT_FORM = re.compile(
+    r"\b(?:give|express|write|answer|report|state|return|present|reply|respond)\b[^.?!\n]{0,20}?"
+    r"\bas\s+a\s+percent(?:age)?\b",
+    _F,
+)
+# Places asked in words requested_decimals leaves: "accurate to 4 decimals", "with one decimal", "3 dp".
+_DECIMALS = re.compile(
+    r"\b(?:to|with)\s+(\d|one|two|three|four|five|six)\s+(?:decimals?|dp)\b(?!\s+(?:places?|digits?))", _F
+)
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 # A fraction wanted, in words that are the task itself ("Simplify 548/1040 to lowest terms"): kept.
 _FRACTION_WANTED = re.compile(
     r"\b(?:(?:simplified|reduced|irreducible|simplest)\s+fraction|(?:lowest|simplest)\s+terms)\b", _F
@@ -174,6 +173,11 @@ class AnswerForm:
     fraction: bool = False  # "as a fraction", "in lowest terms", "the simplified fraction"
     separator: str | None = None  # a list's items joined so: " * " for "like 2 * 2 * 5", ", " for "comma-separated"
     example: str | None = None  # an example answer shown: "['-69', '-13']", "Emma is a angel/devil"
+    unitless: bool = False  # the value named as a number ("just the number"): a stated unit goes
+    choices: tuple[str, str] | None = None  # the words a yes/no value is written in: ("Y", "N")
+    pattern: str | None = None  # a shown pattern: "HH:MM", "DD/MM/YYYY", "a + bi"
+    words: bool = False  # a number written in words
+    json_key: str | None = None  # the reply is a JSON object with the value under this key
     spans: tuple[Span, ...] = field(default=(), compare=False)  # the instruction's text, to strip
     cuts: tuple[Span, ...] = field(default=(), compare=False)  # instructions with examples, cut whole
 
@@ -187,33 +191,12 @@ class AnswerForm:
             or self.case
             or self.fraction
             or self.example
+            or self.choices
+            or self.pattern
+            or self.words
+            or self.json_key
             or self.decimals is not None
         )
-
-
-def _template_of(text: str) -> tuple[str, tuple[int, int]] | None:
-    """A quoted or labelled template with a placeholder ("End with 'Answer: …'"), or a quoted
-    label to follow ("start with 'Answer:'"), and the span of the instruction that gave it."""
-    for match in _QUOTED.finditer(text):
-        inner = next(g for g in match.groups() if g is not None)
-        before = text[max(0, match.start() - 80) : match.start()]
-        clause = re.split(r"[.?!;\n]", before)[-1]
-        trigger = list(_TEMPLATE_TRIGGER.finditer(clause))
-        if not trigger or not _CONNECTOR.search(clause):
-            continue
-        start = match.start() - len(clause) + trigger[0].start()
-        slot = _PLACEHOLDER.search(inner)
-        if slot is not None and re.search(r"[A-Za-z:=]", inner[: slot.start()] + inner[slot.end() :]):
-            return inner[: slot.start()] + SLOT + inner[slot.end() :], (start, match.end())
-        if inner.rstrip().endswith((":", "=")):
-            return inner.rstrip() + " " + SLOT, (start, match.end())
-    labelled = _BARE_TEMPLATE.search(text)
-    if labelled:
-        inner = labelled.group("t")
-        slot = _PLACEHOLDER.search(inner)
-        if slot is not None:
-            return inner[: slot.start()] + SLOT + inner[slot.end() :], (labelled.start(), labelled.end())
-    return None
 
 
 def _unit_of(text: str) -> str | None:
@@ -228,6 +211,12 @@ def _unit_of(text: str) -> str | None:
     return None
 
 
+def _in_question(text: str, at: int) -> bool:
+    """Whether ``at`` is in a sentence that asks a question: a form named there is the task's."""
+    end = re.search(r"[.?!](?=\s|$)|\n|$", text[at:])
+    return end is not None and end.group(0) == "?"
+
+
 def parse_form(question: str) -> AnswerForm:
     """The answer form ``question`` asks for (see the module docstring)."""
     spans: list[tuple[int, int]] = []
@@ -236,20 +225,15 @@ def parse_form(question: str) -> AnswerForm:
         for match in pattern.finditer(question):
             bare = True
             spans.append((match.start(), match.end()))
-    template: str | None = None
-    found = _template_of(question)
+    asked = read_instructions(question)
+    spans += asked.spans
+    template = asked.template
+    found = find_template(question)
     if found is not None:
         template, span = found
         spans.append(span)
-    else:
-        boxed = _BOXED.search(question)
-        if boxed is not None:
-            template = "\\boxed{" + SLOT + "}"
-            spans.append((boxed.start(), boxed.end()))
-    unit: str | None = None
-    found_unit = _unit_of(question)
-    if found_unit is not None:  # kept in the question: the unit changes the number to compute
-        unit = found_unit
+    # kept in the question: a unit or a percentage changes the number to compute
+    unit = _unit_of(question) or ("%" if _PERCENT_FORM.search(question) else None)
     case: Case | None = None
     cased = _CASE.search(question)
     if cased is not None:
@@ -257,17 +241,21 @@ def parse_form(question: str) -> AnswerForm:
         case = "lower" if word.lower().startswith(("lower", "small")) else "upper"
         spans.append((cased.start(), cased.end()))
     decimals = requested_decimals(question)
+    places = _DECIMALS.search(question)
+    if decimals is None and places is not None:
+        word = places.group(1).lower()
+        decimals = int(word) if word.isdigit() else _NUMBER_WORDS[word]
     integer = _INTEGER_FORM.search(question)
     if decimals is None and integer is not None:
         decimals = 0
         spans.append((integer.start(), integer.end()))
     fraction = _FRACTION_FORM.search(question)
-    if fraction is not None:
+    if fraction is not None and not _in_question(question, fraction.start()):  # "What is 0.375 as a fraction?"
         spans.append((fraction.start(), fraction.end()))
     shown = find_examples(question) if template is None else None  # a template is the shape already
     example = shown.example if shown else None
     return AnswerForm(
-        bare=bare,
+        bare=bare or asked.bare,
         template=template,
         unit=unit,
         case=case,
@@ -277,6 +265,11 @@ def parse_form(question: str) -> AnswerForm:
         example=example,
         spans=tuple(sorted(spans)),
         cuts=shown.cuts if shown else (),
+        unitless=names_a_number(" ".join(question[start:end] for start, end in spans)),
+        choices=asked.choices,
+        pattern=asked.pattern,
+        words=asked.words,
+        json_key=asked.json_key,
     )
 
 
@@ -340,13 +333,14 @@ def strip_form(question: str, form: AnswerForm | None = None) -> str:
         inside = [
             (max(s, start) - start, min(e, end) - start)
             for s, e in spans
-            if s < end and e > start and not re.search(r"\d", text[s:e])  # an instruction with data stays
+            if s < end and e > start and not re.search(r"\d", _CLOCK_FORMAT.sub("", text[s:e]))  # data stays
         ]
         out.append(_strip_sentence(match.group(0), inside) if inside else match.group(0))
     stripped = "".join(out).strip()
     return stripped or question
 
 
+_CLOCK_FORMAT = re.compile(r"\b(?:12|24)-hour\b", _F)  # "in 24-hour HH:MM format" holds no data
 # A number and the unit stated after it; an "i" or "j" right after it makes an imaginary number, not a unit.
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?\$?\s*[\d,]*\.?\d+(?:/\d+)?)\s*(%|(?![ij]$)[A-Za-z°][A-Za-z .²³/°]*)?\s*$")
 
@@ -354,8 +348,8 @@ _NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?\$?\s*[\d,]*\.?\d+(?:/\d+)?)\s*(%|(?!
 def render_value(value: str, form: AnswerForm) -> str:
     """The value alone, as asked: numbers as spelled but cleaned, rounded or made fractions where
     asked (:func:`~services.common.answer_numbers.number_text`), a requested unit appended (a
-    stated unit dropped when another or only the number was asked for), a list's items joined
-    as asked, the case applied."""
+    stated unit dropped when another or only the number was asked for), in words, in a shown
+    pattern, a yes/no value in the asked words, a list's items joined as asked, the case applied."""
     text = value.strip().rstrip(".").strip() if not re.fullmatch(r"\s*\.\d+\s*", value) else value.strip()
     stated = _NUMBER_WITH_UNIT.match(text)
     number = None
@@ -364,12 +358,15 @@ def render_value(value: str, form: AnswerForm) -> str:
         number = number_text(spelled, fraction=form.fraction, decimals=form.decimals)
     if number is not None and stated is not None:
         suffix = stated.group(2)
-        if form.unit and not form.bare:  # "number only" wins: the unit was for computing
+        number = in_words(number) if form.words else number
+        if form.unit and not form.unitless:  # "number only" wins: the unit was for computing
             text = f"{number}{form.unit}" if form.unit in ("%",) else f"{number} {form.unit}"
-        elif suffix and not form.bare:
+        elif suffix and not form.unitless:
             text = f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
         else:
             text = number
+    text = in_pattern(text, form.pattern) if form.pattern else text
+    text = in_choice(text, form.choices) if form.choices else text
     if form.example:
         text = requote(text, form.example)
     if form.separator or not form.example:  # an example without a separator shows the shape to keep
@@ -384,6 +381,8 @@ def render_value(value: str, form: AnswerForm) -> str:
 def render(value: str, form: AnswerForm) -> str:
     """The answer as the user asked for it: in their template, bare, or as one short sentence."""
     text = render_value(value, form)
+    if form.json_key:
+        return as_json(text, form.json_key)
     if form.template:
         return form.template.replace(SLOT, text)
     if form.bare or form.example:  # an example shows the shape wanted: no sentence around it

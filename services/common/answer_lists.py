@@ -3,9 +3,10 @@
 A program prints a list as Python writes it (``[3, 3, 29]``, ``('a', 'b')``, ``sorted(...)``);
 the reply writes its items as a person lists them, with the separator the question shows in an
 example ("Format your answer like: 2 * 2 * 5", with the times sign or a star) or in a form ("in
-the form a * b * c", "e.g. 2 * 3 * 5"), or names ("comma-separated", "one per line", "separated
-by" a times sign); ", " when it asks for none. A value already written with one separator
-("3 * 3 * 29") takes the asked one.
+the form a * b * c", "e.g. 2 * 3 * 5"), or names ("comma-separated", "one number per line", "separate the
+items with semicolons", "separated by" a times sign, "use" a times sign "between the factors"); ", " when it
+asks for none. A value already written with one separator ("3 * 3 * 29") takes the asked one; a
+printed set (``{3, 5, 7}``) keeps its braces unless a separator is asked.
 
 An example that shows a bracketed list keeps the brackets: that shape is followed as it is
 (:func:`services.common.answer_examples.requote`), so :func:`listed` is only applied where no
@@ -32,10 +33,23 @@ _SHOWN_PRODUCT = re.compile(
 # "separated by a times sign", "separated by *": the sign, spaced.
 _SEPARATED_BY_SIGN = re.compile(rf"\bseparated\s+by\s+(?:(?:an?|the)\s+)?[\"'`]?(?P<sign>[{_TIMES}]|x(?!\w))", _F)
 _NAMED = (
-    (re.compile(r"\bcomma[\s-]*(?:separated|delimited)\b|\bseparated\s+by\s+(?:a\s+)?commas?\b", _F), ", "),
-    (re.compile(r"\bsemicolon[\s-]*separated\b|\bseparated\s+by\s+(?:a\s+)?semicolons?\b", _F), "; "),
-    (re.compile(r"\bspace[\s-]*separated\b|\bseparated\s+by\s+(?:a\s+)?(?:single\s+)?spaces?\b", _F), " "),
-    (re.compile(r"\bone\s+per\s+line\b|\beach\s+on\s+(?:its\s+own|a\s+separate)\s+line\b", _F), "\n"),
+    (re.compile(r"\bcomma[\s-]*(?:separated|delimited)\b", _F), ", "),
+    (re.compile(r"\bsemicolon[\s-]*separated\b", _F), "; "),
+    (re.compile(r"\bspace[\s-]*separated\b", _F), " "),
+    (re.compile(r"\bone\s+(?:\w+\s+)?per\s+line\b|\beach\s+on\s+(?:its\s+own|a\s+separate)\s+line\b", _F), "\n"),
+)
+# "separated by commas", "separate the items with semicolons", "separate them with a single space".
+_SEPARATED_BY = re.compile(
+    r"\b(?:separat\w*|delimit\w*)\b(?:\s+(?!by\b|with\b|using\b)\w+){0,3}?\s+(?:by|with|using)\s+"
+    r"(?:an?\s+|the\s+)?(?:single\s+)?(?P<name>commas?|semicolons?|spaces?|new\s*lines?|line\s+breaks?|pipes?|"
+    r"slashes?|dashes?|hyphens?)\b",
+    _F,
+)
+_SEPARATOR_NAMES = {"comma": ", ", "semicolon": "; ", "space": " ", "pipe": " | ", "slash": "/", "dash": "-"}
+_SEPARATOR_NAMES |= {"hyphen": "-", "newline": "\n", "new line": "\n", "line break": "\n"}
+# "use" a times sign "between the factors", "put a * between them": the sign, spaced.
+_SIGN_BETWEEN = re.compile(
+    rf"\b(?:use|put|place|with|using)\s+(?:an?\s+)?[\"'`]?(?P<sign>[{_TIMES}]|x(?!\w))[\"'`]?\s+between\b", _F
 )
 
 
@@ -49,7 +63,11 @@ def asked_separator(question: str, example: str | None = None) -> str | None:
     for pattern, separator in _NAMED:
         if pattern.search(question):
             return separator
-    sign = _SEPARATED_BY_SIGN.search(question)
+    named = _SEPARATED_BY.search(question)
+    if named is not None:
+        name = re.sub(r"\s+", " ", named.group("name").lower())
+        return _SEPARATOR_NAMES[name.removesuffix("es") if name.endswith("shes") else name.rstrip("s")]
+    sign = _SEPARATED_BY_SIGN.search(question) or _SIGN_BETWEEN.search(question)
     if sign is not None:
         return f" {sign.group('sign')} "
     product = _SHOWN_PRODUCT.search(question)
@@ -57,12 +75,14 @@ def asked_separator(question: str, example: str | None = None) -> str | None:
 
 
 def _printed_items(text: str) -> list[str] | None:
-    """The items of a printed Python list or tuple of plain values, ``None`` for anything else."""
-    if not text.startswith(("[", "(")):
+    """The items of a printed Python list, tuple or set of plain values (a set's in the order
+    printed), ``None`` for anything else."""
+    if not text.startswith(("[", "(", "{")):
         return None
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        node = ast.parse(text, mode="eval").body
+        value = [ast.literal_eval(item) for item in node.elts] if isinstance(node, ast.Set) else ast.literal_eval(node)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return None
     if not isinstance(value, (list, tuple)) or not value:
         return None
@@ -81,9 +101,10 @@ def _separated_items(text: str) -> list[str] | None:
 
 def listed(text: str, separator: str | None = None) -> str:
     """A printed Python list or tuple of plain values written as a person lists it, its items
-    joined by ``separator`` (", " when none was asked: "apple, banana" for "['apple', 'banana']");
+    joined by ``separator`` (", " when none was asked: "apple, banana" for "['apple', 'banana']"),
+    a printed set so only when a separator is asked;
     with a separator asked, a value written with another one takes it. Anything else unchanged."""
-    items = _printed_items(text)
+    items = _printed_items(text) if separator is not None or not text.startswith("{") else None
     if items is None and separator is not None:
         items = _separated_items(text)
     return text if items is None else (separator or ", ").join(items)
