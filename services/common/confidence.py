@@ -3,7 +3,7 @@
 Pure (no I/O beyond reading the model's JSON, no numpy), so the gateway and the worker can both
 import it. A strategy already knows, when its search ends, how strongly its candidates agreed;
 :class:`ConfidenceSignals` carries that, and :class:`Calibrator` maps it to a probability with a
-model fitted offline on calibration pools (``evaluation/confidence.py``), stored as a versioned
+model fitted offline on calibration pools (``evaluation/confidence/``), stored as a versioned
 JSON file (``services/common/confidence.v1.json``).
 
 The prompt's prior (``ConfidenceSignals.prior``): a linear model per kind of candidate
@@ -12,7 +12,7 @@ alone (``services/common/difficulty_features.py``: its MiniLM embedding, text co
 type), the share of that kind's candidates that are right on it. The vote cannot tell a
 counting question the model always gets wrong from one it always gets right when both are
 unanimous; the prompt's neighbours in calibration can. The models are fitted with the calibrator
-(``evaluation/confidence_prior.py``) and shipped in the same JSON (``priors``); the feature
+(``evaluation/confidence/prior.py``) and shipped in the same JSON (``priors``); the feature
 vector is computed by ``services/common/confidence_prompt.py``.
 
 Models (``kind`` in the JSON; which one ships is chosen by grouped cross-validated log loss):

@@ -7,7 +7,7 @@ forward pass is a few matrix products: the weights come from the packaged ``mode
 (``safetensors.numpy``), the tokens from its ``tokenizer.json`` (the Rust ``tokenizers``
 package), and the sentence embedding is the attention-masked mean of the last hidden states,
 L2-normalized (the model's ``1_Pooling`` config). Calibration uses this same code
-(``evaluation/embeddings.py``), so the estimator is fitted and served on one scale;
+(``evaluation/routing/embeddings.py``), so the estimator is fitted and served on one scale;
 ``tests/unit/common/test_embedding.py`` checks it against transformers.
 
 An ``Encoder`` is immutable after loading and safe to share between threads; build one per

@@ -45,7 +45,7 @@ class Route(_Strict):
 
 
 class RidgeParams(_Strict):
-    """A fitted ridge (``evaluation.calibration.RidgeEstimator.to_json``):
+    """A fitted ridge (``evaluation.routing.difficulty.RidgeEstimator.to_json``):
     difficulty = clip(((x - mean) / scale) · weights + bias, 0, 1)."""
 
     kind: Literal["ridge"] = "ridge"

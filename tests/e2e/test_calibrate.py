@@ -50,7 +50,7 @@ def test_calibrate_writes_a_table_the_gateway_then_serves(
 ) -> None:
     began = time.monotonic()
     command = [
-        sys.executable, "-m", "loadtests.pools", "calibrate", "--model", MODEL, "--hours", "0.2",
+        sys.executable, "-m", "calibration", "calibrate", "--model", MODEL, "--hours", "0.2",
         "--policy-target", stack.policy_target, "--sandbox-target", sandbox.target,
         "--families", "chain_sum,letter_counting", "--per-family", "1", "--k", "2",
         "--cot-max-tokens", "48", "--program-max-tokens", "96", "--estimator", "none", "--out", str(tmp_path),

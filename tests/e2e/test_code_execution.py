@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluation.checkers import sandbox_runner
+from evaluation.problems.checkers import sandbox_runner
 from services.common.answers import extract_code
 from tests.e2e.gateway_stack import GatewayStack
 from tests.helpers.processes import ROOT, RedisServer, start_sandbox

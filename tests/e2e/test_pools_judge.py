@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools.judge`` end to end, cheaply: two committed SmolLM2 chunks (a
+"""``python -m calibration judge`` end to end, cheaply: two committed SmolLM2 chunks (a
 products problem, the shortest chains of thought drawn, and a HumanEval one) copied into a
 temporary folder are judged by the ORM through a real verifier service on a real policy
 service (SmolLM2 on llama.cpp), both started by the judge itself; every chain-of-thought and
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.pools import read_chunk
+from evaluation.pools.store import read_chunk
 from tests.helpers.processes import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def test_the_judge_scores_every_cot_and_program_candidate_and_table_prices_them(
         shutil.copy(POOLS / name, tmp_path / name)
     began = time.monotonic()
     # --no-lock: the test itself runs under the shared model lock
-    judged = pools("loadtests.pools.judge", "--out", str(tmp_path), "--judges", "orm", "--no-lock")
+    judged = pools("calibration", "judge", "--out", str(tmp_path), "--judges", "orm", "--no-lock")
     seconds = time.monotonic() - began
     assert "judged 1 chunk(s)" in judged.stdout, judged.stdout
     products, code = (read_chunk(tmp_path / name) for name in CHUNKS)
@@ -55,8 +55,8 @@ def test_the_judge_scores_every_cot_and_program_candidate_and_table_prices_them(
     assert products.header["settings"] == read_chunk(POOLS / CHUNKS[0]).header["settings"]
     print(f"judged one problem's 10 candidates with the ORM in {seconds:.1f}s (services started included)")
 
-    again = pools("loadtests.pools.judge", "--out", str(tmp_path), "--judges", "orm", "--no-lock")
+    again = pools("calibration", "judge", "--out", str(tmp_path), "--judges", "orm", "--no-lock")
     assert "0 to judge" in again.stdout and "judged 0 chunk(s)" in again.stdout
 
-    table = pools("loadtests.pools", "table", "--out", str(tmp_path), "--model", "smollm2-135m").stdout
+    table = pools("calibration", "table", "--out", str(tmp_path), "--model", "smollm2-135m").stdout
     assert "`bon@4:orm`" in table and "`wvote@4:orm`" in table, table

@@ -1,4 +1,4 @@
-"""``python -m loadtests.pools validate`` end to end, cheaply: program of thought n=1 (``pot@1``)
+"""``python -m calibration validate`` end to end, cheaply: program of thought n=1 (``pot@1``)
 priced from the committed SmolLM2 pools runs live through a real gateway (Redis, the policy
 service on SmolLM2, a worker, the sandbox) on the first two problems it prices; the records
 chunk and ``report.json`` are written, agree with each other and with the pricer, and a second
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.pools import read_pools
-from evaluation.pricing import Pricer
-from evaluation.pricing_table import default_configs, fit_latency
-from loadtests.pools.run import model_sha256
-from loadtests.pools.validate import read_records
+from calibration.lib.pool_run import model_sha256
+from calibration.lib.records import read_records
+from evaluation.pools.store import read_pools
+from evaluation.pricing.pricer import Pricer
+from evaluation.pricing.table import default_configs, fit_latency
 from services.search.strategies.stopping import should_stop
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import ROOT, RedisServer, SandboxService, start_sandbox
@@ -56,7 +56,7 @@ def stack(redis_server: RedisServer, sandbox: SandboxService) -> Iterator[Gatewa
 
 def _validate(stack: GatewayStack, out: Path) -> subprocess.CompletedProcess[str]:
     command = [
-        sys.executable, "-m", "loadtests.pools", "validate", "--model", MODEL, "--pools", str(POOLS),
+        sys.executable, "-m", "calibration", "validate", "--model", MODEL, "--pools", str(POOLS),
         "--configs", "pot@1", "--limit", "2", "--base-url", f"{stack.url}/v1", "--out", str(out), "--timeout-s", "120",
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

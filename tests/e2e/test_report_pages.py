@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from evaluation.records import RequestRecord
-from evaluation.report import Pricing, build_rows, totals
-from evaluation.report_html import write_report
+from evaluation.report.html import write_report
+from evaluation.report.records import RequestRecord
+from evaluation.report.tables import Pricing, build_rows, totals
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.search.trace import Trace
 from tests.helpers.processes import ROOT, free_port

@@ -25,7 +25,7 @@ import openai
 import pytest
 from openai import omit
 
-from evaluation.provenance import DATA, ROOT, load_average, provenance
+from evaluation.pools.provenance import DATA, ROOT, load_average, provenance
 from services.gateway.settings import GatewaySettings
 from tests.e2e.gateway_stack import MODEL, GatewayStack
 from tests.helpers.processes import RedisServer

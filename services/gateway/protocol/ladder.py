@@ -2,7 +2,7 @@
 ``GET /v1/models/{model}/ladder`` serve it, so a client can pick an effort knowing its price.
 
 ``RouteExpectation`` is both a route's field in the routing table file (written by the route
-fitter, ``evaluation/route_fit.py``) and what the card serves, so it lives here, once;
+fitter, ``evaluation/routing/route_fit.py``) and what the card serves, so it lives here, once;
 ``services/gateway/routing.py`` re-exports it. The card's ``Model`` entries keep every OpenAI
 ``Model`` field and add ``ttc``: the official SDK's ``Model`` allows extra fields, so stock
 clients still parse the list.

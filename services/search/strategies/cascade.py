@@ -17,7 +17,7 @@ Params: ``inner`` (``program_of_thought`` or ``self_consistency``), ``threshold`
 about 0.95 on a multiplication and 0.21 on a leg count, docs/confidence.md), and the inner
 strategy's own params. What runs
 on the escalation deployment (default: the inner strategy again, with its params and the job's
-``n``) can differ, so every pair ``python -m loadtests.pools escalation`` prices is servable:
+``n``) can differ, so every pair ``python -m calibration escalation`` prices is servable:
 
 - ``large_inner``: ``program_of_thought``, ``self_consistency`` or ``single`` (the larger model
   writes chains of thought better than its programs on some families: one greedy chain of

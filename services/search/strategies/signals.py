@@ -1,10 +1,10 @@
 """The confidence signals of a strategy's final vote, by the rules the calibration replays use.
 
-``ttc.confidence`` is a model fitted offline (``evaluation/confidence.py``) on the
+``ttc.confidence`` is a model fitted offline (``evaluation/confidence/``) on the
 :class:`~services.common.confidence.ConfidenceSignals` that replaying a configuration on pools
 of candidates yields. The fitted model applies to a live answer only if the live signals are
 computed the same way, so the rules are written here once, pure, and a unit test holds them
-equal to the replay's (``evaluation/pricing.py``: ``pool_signals``, ``Pricer.sampled_vote``,
+equal to the replay's (``evaluation/pricing/pricer.py``: ``pool_signals``, ``Pricer.sampled_vote``,
 ``Pricer.pot_run``) on the same ballots:
 
 - every ballot drawn counts (``votes``), abstaining ones (no vote key) included; the share is
@@ -43,7 +43,7 @@ CODE_CLUSTERS = "code_clusters"
 
 def heaviest(keys: Sequence[str], weights: Sequence[float]) -> str | None:
     """The non-empty key of the most weight (ties: the earliest first appearance), ``None``
-    when no key is non-empty: ``evaluation.pricing.winner`` without logprob ties."""
+    when no key is non-empty: ``evaluation.pricing.pricer.winner`` without logprob ties."""
     total: dict[str, float] = {}
     for key, weight in zip(keys, weights, strict=True):
         if key:
@@ -88,7 +88,7 @@ def fallback_signals(config: str, programs: int, key: str) -> ConfidenceSignals 
     ballot cast, the ``programs`` abstaining ones included, as :func:`vote_signals` counts
     abstentions: ``1 / (programs + 1)``. (A share of 1.0 made a fallback look like a unanimous
     vote: served at 0.72 where 14 of 14 such answers were wrong, docs/confidence.md.) The
-    replay's rule is the same (``evaluation/pricing.py:Pricer.pot_run``)."""
+    replay's rule is the same (``evaluation/pricing/pricer.py:Pricer.pot_run``)."""
     if not key:
         return None
     return ConfidenceSignals(
@@ -114,7 +114,7 @@ def unanimous(family: str, votes: int, thoughts: int = 0) -> ConfidenceSignals:
     """The signals of a vote in which every ballot agrees and none abstains: ``votes`` ballots
     (programs or samples), ``thoughts`` of them the hybrid's chains of thought. A cascade whose
     small run would fall short of its threshold even so cannot be settled by it, and skips it
-    (``strategies/cascade.py``; priced the same way by ``evaluation/pricing_table.py:cascade``)."""
+    (``strategies/cascade.py``; priced the same way by ``evaluation/pricing/cascade.py:cascade``)."""
     return ConfidenceSignals(family, 1.0, votes=votes, distinct=1, abstained=0,
                              programs_agree=True if thoughts > 0 else None)  # fmt: skip
 
@@ -122,7 +122,7 @@ def unanimous(family: str, votes: int, thoughts: int = 0) -> ConfidenceSignals:
 def prompt_text(problem: Sequence[Message]) -> str:
     """The text the gateway read the prompt's task type and difficulty from when it routed the
     job (``estimation_text``: the last user message, else the raw prompt), so the task feature
-    and the prior the confidence model was fitted on (``evaluation.pools.task_type_of``) are the
+    and the prior the confidence model was fitted on (``evaluation.pools.store.task_type_of``) are the
     ones it is served with."""
     raw = "".join(m.content for m in problem if m.role == RAW_PROMPT_ROLE)
     return estimation_text([(m.role, m.content) for m in problem if m.role != RAW_PROMPT_ROLE], raw)
