@@ -119,7 +119,7 @@ test-e2e: models
 # (which start Redis and every service they need as real processes). -rs lists skips; under CI=true
 # a skip fails the run (tests/conftest.py): a test that cannot run on CI's machine is deselected
 # here by name (--deselect tests/...::name) with the reason beside it:
-# - test_answer_form.py::test_held_out_calculations: held out by design (issue #20): 20 calls
+# - test_answer_form.py::test_held_out_calculations: kept apart by design: 20 calls
 #   reported in the docs, never tuned on, so not part of the suite; run it by name.
 HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations
 test: install models proto-check lint
