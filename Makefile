@@ -121,7 +121,11 @@ test-e2e: models
 # here by name (--deselect tests/...::name) with the reason beside it:
 # - test_answer_form.py::test_held_out_calculations: kept apart by design: 20 calls
 #   reported in the docs, never tuned on, so not part of the suite; run it by name.
-HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations
+# - test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half: the prompt set's kept-apart
+#   half, which no form rule was tuned on: run once, by name, at the end, and reported as it came
+#   out (its records in docs/data/answer_forms/); running it in every suite would tune on it.
+HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations \
+	--deselect tests/e2e/test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half
 test: install models proto-check lint
 	$(PY) scripts/check_engine_isa.py
 	$(PY) scripts/settings_table.py --check README.md

@@ -22,18 +22,16 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from services.common.answers import answers_equivalent, extract_answer
 from tests.e2e.gateway_stack import GatewayStack
-from tests.helpers.processes import ROOT, RedisServer, start_sandbox
-from tests.helpers.routing import shipped_routing
+from tests.e2e.qwen_stack import QWEN
+from tests.helpers.processes import ROOT
 
 pytestmark = pytest.mark.e2e
-QWEN = "qwen2.5-coder-0.5b"
 
 # (calculation, its value, a format instruction, the reply that instruction asks for)
 CASES = [
@@ -60,24 +58,6 @@ HELD_OUT = [
     ("Double 368.", "736", " Reply with the digits only.", "736"),
     ("What's 7 cubed?", "343", " Format your reply as ANSWER=<n>.", "ANSWER=343"),
 ]
-
-
-@pytest.fixture(scope="module")
-def stack(redis_server: RedisServer) -> Iterator[GatewayStack]:
-    sandbox = start_sandbox(91000 + (os.getpid() % 500) * 64, 4)
-    s = GatewayStack(
-        redis_server,
-        worker_env={"TTC_ORCHESTRATOR_SANDBOX_TARGET": sandbox.target},
-        gateway_env=shipped_routing(),
-    )
-    try:
-        s.start_policy({"TTC_POLICY_MODEL": QWEN})
-        s.start_worker()
-        s.start_gateway()
-        yield s
-    finally:
-        s.stop()
-        sandbox.process.stop()
 
 
 def ask(stack: GatewayStack, cases: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
@@ -132,16 +112,16 @@ def check(rows: list[dict[str, Any]]) -> None:
     assert sum("```python" in r["reasoning_content"] for r in programs) >= len(rows) - 1
 
 
-def test_one_line_calculations_answer_in_the_form_asked(stack: GatewayStack) -> None:
-    check(ask(stack, CASES))
+def test_one_line_calculations_answer_in_the_form_asked(qwen_stack: GatewayStack) -> None:
+    check(ask(qwen_stack, CASES))
 
 
-def test_an_open_prompt_of_one_sample_streams_its_answer_token_by_token(stack: GatewayStack) -> None:
+def test_an_open_prompt_of_one_sample_streams_its_answer_token_by_token(qwen_stack: GatewayStack) -> None:
     """The shipped table routes this open prompt at the default effort to one sample (a vote of
     one): its content comes in many deltas as the engine decodes it, not in one after the search."""
     from openai import OpenAI
 
-    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = OpenAI(base_url=f"{qwen_stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
     stream = client.chat.completions.create(
         model=QWEN,
         messages=[{"role": "user", "content": "Explain in one sentence what a hash table is."}],
@@ -159,8 +139,8 @@ def test_an_open_prompt_of_one_sample_streams_its_answer_token_by_token(stack: G
     assert "hash" in "".join(contents).lower(), contents
 
 
-def test_held_out_calculations(stack: GatewayStack) -> None:
-    rows = ask(stack, HELD_OUT)
+def test_held_out_calculations(qwen_stack: GatewayStack) -> None:
+    rows = ask(qwen_stack, HELD_OUT)
     described = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT)
     load = os.getloadavg()
     summary = {
