@@ -4,9 +4,9 @@ The verbs stand side by side, one module each under :mod:`calibration.verbs`, in
 data flows: the problem set, pools drawn through the real services and judged, their status and
 rescoring, the pricing table, the fitted routing table (``calibrate``), its held-out ladder,
 the live runs that check the simulator and measure what pools cannot price, the routed run
-through the gateway, the escalation report, and the confidence model's fit and replays. A verb
-module has ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; no verb
-imports another (what two share lives in :mod:`calibration.lib` or :mod:`evaluation`).
+through the gateway, the escalation report, the confidence model's fit and replays, and the
+pools exported as training data. A verb module has ``NAME``, ``HELP``, ``add_arguments(parser)``
+and ``run(args) -> int``; no verb imports another (what two share lives in :mod:`calibration.lib` or :mod:`evaluation`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from calibration.verbs import (
     confidence,
     draw,
     escalation,
+    export,
     heldout,
     judge,
     learned_router,
@@ -50,6 +51,7 @@ VERBS: tuple[ModuleType, ...] = (
     confidence,
     served_replay,
     learned_router,
+    export,
 )
 
 

@@ -16,6 +16,8 @@ One folder per stage, in the order the data flows, each importing only the stage
 - :mod:`~evaluation.confidence`: the calibrated confidence fitted and measured on pools;
 - :mod:`~evaluation.report`: the load test's records and cost-versus-accuracy report, and the
   cost-vs-accuracy frontier.
+- :mod:`~evaluation.training`: pools (and opted-in served traces) exported as fine-tuning rows,
+  preference pairs and outcome labels, never a development or sealed problem.
 
 Below them all, :mod:`~evaluation.stats`: the 95% intervals, the accuracy ledger and calibration
 metrics every stage reports with.

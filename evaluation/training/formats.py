@@ -1,0 +1,125 @@
+"""The four files an export writes, as pydantic models: rows are built as these models and
+dumped from them, and the JSON schemas a consumer validates against are generated from the same
+models (:func:`schemas`), so the files and their schemas cannot drift apart.
+
+- ``sft.jsonl``: :class:`SftRow`, the OpenAI fine-tuning chat format (``messages``), one per prompt;
+- ``preferences.jsonl``: :class:`PreferenceRow`, a conversational preference pair (``prompt``,
+  ``chosen``, ``rejected``, as TRL's DPO trainer reads them) with both candidates' ids;
+- ``outcomes.jsonl``: :class:`OutcomeRow`, one verified outcome label per candidate;
+- ``manifest.json``: :class:`Manifest`, what was exported, what was left out and why, and
+  where it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+Modality = Literal["cot", "program", "code"]
+FailureKind = Literal["wrong_value", "wrong_form", "literal_guess", "program_error", "timeout", "cut"]
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChatMessage(_Row):
+    role: Role
+    content: str
+
+
+class SftRow(_Row):
+    """One prompt's best verified trajectory; ``messages`` ends with the assistant turn."""
+
+    messages: list[ChatMessage] = Field(min_length=2)
+    prompt_id: str
+    candidate_id: str
+    source: str = Field(description="pool:<model> or served:<API key name>")
+    family: str
+    task_kind: str
+    modality: Modality
+    completion_tokens: int = Field(ge=0)
+
+
+class PreferenceRow(_Row):
+    """A verified-right and a verified-wrong answer to the same prompt."""
+
+    prompt: list[ChatMessage] = Field(min_length=1)
+    chosen: list[ChatMessage] = Field(min_length=1, max_length=1)
+    rejected: list[ChatMessage] = Field(min_length=1, max_length=1)
+    prompt_id: str
+    chosen_id: str
+    rejected_id: str
+    chosen_modality: Modality
+    rejected_modality: Modality
+    rejected_failure: FailureKind
+    family: str
+    task_kind: str
+
+
+class OutcomeRow(_Row):
+    """One candidate's outcome label. ``label`` is true only for a complete answer an independent
+    check found right (and, for a program, one that computed it); ``correct`` is the checker's
+    verdict alone; ``failure`` says why a false label is false."""
+
+    prompt_id: str
+    candidate_id: str
+    source: str
+    family: str
+    task_kind: str
+    modality: Modality
+    label: bool
+    correct: bool
+    failure: FailureKind | None
+    detail: str = Field(description="the failure's particulars: sandbox status, why a program is a guess")
+    completion_tokens: int = Field(ge=0)
+
+
+class PoolSource(_Row):
+    """One pool folder as its chunk headers record it."""
+
+    path: str
+    chunks: int
+    models: list[str]
+    model_sha256: list[str]
+    draw_seeds: list[int]
+    data_seeds: list[int]
+    drawn_by: list[str] = Field(description="git describe of the code that drew the chunks")
+
+
+class Counts(_Row):
+    """One file's rows counted; a preference pair counts under its rejected candidate's modality."""
+
+    rows: int
+    by_family: dict[str, int]
+    by_task_kind: dict[str, int]
+    by_modality: dict[str, int]
+    by_failure: dict[str, int] = Field(description="outcomes: labels false per failure; preferences: per rejected")
+
+
+class Manifest(_Row):
+    schema_version: Literal[1] = 1
+    revision: str = Field(description="git describe of the code that exported")
+    exported_at: str
+    files: dict[str, Counts]
+    left_out: dict[str, int] = Field(description="reason -> count (candidates, problems or traces, as named)")
+    prompts: int
+    pools: list[PoolSource]
+    served_keys: list[str]
+    rules: list[str]
+
+
+#: file name -> the model of its rows (or of the whole file, for the manifest)
+FILES: dict[str, type[BaseModel]] = {
+    "sft.jsonl": SftRow,
+    "preferences.jsonl": PreferenceRow,
+    "outcomes.jsonl": OutcomeRow,
+    "manifest.json": Manifest,
+}
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """File name -> the JSON schema of one of its rows (of the whole file for ``manifest.json``)."""
+    return {name: model.model_json_schema() for name, model in FILES.items()}
