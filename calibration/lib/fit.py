@@ -11,6 +11,7 @@ MiniLM encoder (:func:`evaluation.routing.embeddings.feature_rows`).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,17 @@ class FittedPools:
 def fit_pools(
     pools_dir: Path, model: str, *, estimator: str = "embedding", confidence: float = 0.9, limit: int = 64,
     seed: int = 0, live_dir: Path | None = None, large_pools_dir: Path | None = None,
+    leave_out: Collection[str] = (),
 ) -> FittedPools:  # fmt: skip
     """Price and fit on every calibration pool in ``pools_dir``: the one fit ``calibrate`` writes
     and ``heldout`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
     live records of sequential and tree strategies (default ``docs/data/calibration/live/<model>``
     when it exists), competing in the fit (:mod:`evaluation.routing.live_join`). ``large_pools_dir``: a
     larger model's pools; every servable cascade onto it competes the same way, measured where
-    both models have calibration pools (:mod:`evaluation.routing.escalation_join`)."""
-    pools = read_pools(pools_dir, "calibration")
+    both models have calibration pools (:mod:`evaluation.routing.escalation_join`). ``leave_out``:
+    families whose calibration pools the fit does not see (leave-one-family-out judges routing on
+    a family it was not fitted on; the estimator and budgets are refitted without them too)."""
+    pools = [p for p in read_pools(pools_dir, "calibration") if p.family not in leave_out]
     if not pools:
         raise SystemExit(f"error: no calibration pools in {pools_dir}: draw some first (a longer --hours?)")
     chunks = list(iter_chunks(pools_dir, "calibration"))
@@ -62,6 +66,8 @@ def fit_pools(
     provenance = pools_provenance(label, chunks, pools)
     provenance |= {"fitted_by": git_describe(), "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "latency_model": pricer.latency.__dict__, "k": k, "served_model": model}  # fmt: skip
+    if leave_out:
+        provenance["left_out_families"] = sorted(leave_out)
     features = feature_rows([str(p.problem["question"]) for p in pools]) if estimator == "embedding" else None
     source = source_line(label, pools, provenance["program_version"])
     configs = default_configs(k, judges_in(pools))

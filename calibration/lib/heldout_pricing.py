@@ -1,19 +1,22 @@
 """The fitted ladder priced on held-out pools: each problem routed as the gateway routes it, the
 route's configuration priced on the problem's own pool, and the budgets the fit used.
 
-Shared by the offline held-out ladder (``heldout``) and the offline-priced rows beside a routed
-run's live ones (``routed``), so the two price one ladder the same way. Routing loads the
-gateway's MiniLM encoder (:mod:`~.gateway_routes`); the rest is :mod:`evaluation.heldout.ladder`.
+Shared by the offline held-out ladder (``heldout``), the offline-priced rows beside a routed
+run's live ones (``routed``) and the leave-one-family-out folds (``lofo``), so they price one
+ladder the same way. Routing loads the gateway's MiniLM encoder (:mod:`~.gateway_routes`); the
+rest is :mod:`evaluation.heldout.ladder`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from calibration.lib.fit import FittedPools
 from calibration.lib.gateway_routes import route_questions
-from evaluation.heldout.ladder import Outcomes, fit_budgets, label_index, routed_labels
-from evaluation.pools.store import ProblemPool
+from evaluation.heldout.ladder import Outcomes, fit_budgets, label_index, per_problem, routed_labels
+from evaluation.heldout.lofo import with_candidates
+from evaluation.pools.store import ProblemPool, task_type_of
 from evaluation.pricing.pricer import Pricer, stop_rule
 from evaluation.pricing.table import fit_latency, price_all
 from evaluation.routing.escalation_join import cascade_estimates, pair_of_label
@@ -65,3 +68,22 @@ def calibration_budgets(fitted: FittedPools) -> dict[str, dict[str, float]]:
     greedy = [c for c in fitted.configs if c.family in ("cot_greedy", "code_greedy")]
     calibration = problem_stats(fitted.pools, price_all(fitted.pricer, fitted.pools, greedy), greedy)
     return fit_budgets(calibration, fitted.pools, BUDGET_MULTIPLES)
+
+
+def priced_rows(
+    table: RoutingTable, fitted: FittedPools, pools: Sequence[ProblemPool], efforts: Sequence[str], *,
+    confidence: float, limit: int, seed: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Each problem of ``pools`` routed by ``table`` and its route priced on the problem's own
+    pool: :func:`evaluation.heldout.ladder.per_problem`'s rows, each effort with the candidates
+    its route asks for, and ``routes``: ``task_type`` when the table has routes of its own for the
+    prompt's task type, ``default`` when the gateway falls back to the default routes."""
+    routes, labels = routed(table, fitted, pools, efforts)
+    sources = {e: {pid: r.expected.source.split("; ", 1)[-1] for pid, r in per.items() if r.expected}
+               for e, per in routes.items()}  # fmt: skip
+    _, outcomes = priced(pools, fitted, confidence=confidence, limit=limit, seed=seed)
+    task_of = {p.id: task_type_of(p) for p in pools}
+    rows = per_problem(pools, labels, outcomes, task_of, sources)
+    dumped = {e: {pid: r.model_dump() for pid, r in per.items()} for e, per in routes.items()}
+    own = set(table.task_routes)
+    return [r | {"routes": "task_type" if r["task_type"] in own else "default"} for r in with_candidates(rows, dumped)]
