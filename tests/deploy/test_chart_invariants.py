@@ -225,7 +225,7 @@ def test_default_policy_is_the_embedded_cpu_model(render: Renderer) -> None:
     assert c["image"].startswith("ghcr.io/ttc-serve/policy-cpu:")
     env = env_of(c)
     assert env["TTC_POLICY_ENGINE"] == "llamacpp"
-    assert env["TTC_POLICY_MODEL"] == "smollm2-135m"
+    assert env["TTC_POLICY_MODEL"] == "qwen2.5-coder-0.5b"
     assert "TTC_POLICY_MODELS_DIR" not in env, "the image's baked models must not be hidden"
 
 

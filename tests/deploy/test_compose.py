@@ -67,7 +67,7 @@ def test_default_is_the_embedded_cpu_model_and_gpu_is_a_profile(tools: Tools) ->
     assert "policy-gpu" not in default
     assert default["policy"]["build"]["target"] == "policy-cpu"
     assert default["policy"]["environment"]["TTC_POLICY_ENGINE"] == "llamacpp"
-    assert default["policy"]["environment"]["TTC_POLICY_MODEL"] == "smollm2-135m"
+    assert default["policy"]["environment"]["TTC_POLICY_MODEL"] == "qwen2.5-coder-0.5b"
     gpu = compose_config(tools, "--profile", "gpu")["services"]["policy-gpu"]
     assert gpu["profiles"] == ["gpu"]
     assert gpu["build"]["target"] == "policy-gpu"

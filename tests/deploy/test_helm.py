@@ -149,7 +149,7 @@ def test_notes_tell_how_to_call_the_gateway(tools: Tools, tmp_path: Path) -> Non
     assert "kubectl -n ttc port-forward svc/rel-ttc-gateway 8000:80" in notes
     assert "curl -s http://127.0.0.1:8000/v1/chat/completions" in notes
     assert 'OpenAI(base_url="http://127.0.0.1:8000/v1"' in notes
-    assert '"model": "smollm2-135m", "reasoning_effort": "medium"' in notes
+    assert '"model": "qwen2.5-coder-0.5b", "reasoning_effort": "medium"' in notes
     assert "accepts requests without a key" in notes
     assert "Authorization: Bearer" not in notes
 

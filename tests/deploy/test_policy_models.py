@@ -9,7 +9,7 @@ import subprocess
 
 from tests.deploy.conftest import ROOT, Renderer, Tools, by_kind, run
 
-QWEN = ("policy.extraModels[0].name=qwen", "policy.extraModels[0].model=qwen2.5-coder-0.5b")
+SMOL = ("policy.extraModels[0].name=smollm2", "policy.extraModels[0].model=smollm2-135m")
 
 
 def env_of(deployment: dict) -> dict[str, str]:  # type: ignore[type-arg]
@@ -24,29 +24,29 @@ def test_default_release_has_one_policy_and_no_targets(render: Renderer) -> None
 
 
 def test_an_extra_model_gets_its_own_deployment_service_and_route(render: Renderer) -> None:
-    docs = render("default", *QWEN)
+    docs = render("default", *SMOL)
     deployments, services = by_kind(docs, "Deployment"), by_kind(docs, "Service")
-    qwen, smol = deployments["rel-ttc-policy-qwen"], deployments["rel-ttc-policy"]
-    assert env_of(qwen)["TTC_POLICY_MODEL"] == "qwen2.5-coder-0.5b"
+    smol, qwen = deployments["rel-ttc-policy-smollm2"], deployments["rel-ttc-policy"]
     assert env_of(smol)["TTC_POLICY_MODEL"] == "smollm2-135m"
-    assert env_of(qwen)["TTC_POLICY_ENGINE"] == "llamacpp" and qwen["spec"]["replicas"] == 1
+    assert env_of(qwen)["TTC_POLICY_MODEL"] == "qwen2.5-coder-0.5b"
+    assert env_of(smol)["TTC_POLICY_ENGINE"] == "llamacpp" and smol["spec"]["replicas"] == 1
     # Distinct selectors: neither Service reaches the other model's pods.
-    qwen_labels = qwen["spec"]["template"]["metadata"]["labels"]
+    smol_labels = smol["spec"]["template"]["metadata"]["labels"]
     assert services["rel-ttc-policy"]["spec"]["selector"]["app.kubernetes.io/component"] == "policy"
-    assert services["rel-ttc-policy-qwen"]["spec"]["selector"].items() <= qwen_labels.items()
-    assert not services["rel-ttc-policy"]["spec"]["selector"].items() <= qwen_labels.items()
-    target = "qwen2.5-coder-0.5b=dns:///rel-ttc-policy-qwen:50051"
+    assert services["rel-ttc-policy-smollm2"]["spec"]["selector"].items() <= smol_labels.items()
+    assert not services["rel-ttc-policy"]["spec"]["selector"].items() <= smol_labels.items()
+    target = "smollm2-135m=dns:///rel-ttc-policy-smollm2:50051"
     assert env_of(deployments["rel-ttc-orchestrator"])["TTC_ORCHESTRATOR_POLICY_TARGETS"] == target
     assert env_of(deployments["rel-ttc-gateway"])["TTC_GATEWAY_POLICY_TARGETS"] == target
 
 
 def test_an_extra_model_overrides_engine_and_resources(render: Renderer) -> None:
     docs = render(
-        "default", *QWEN, "policy.extraModels[0].replicas=2", "policy.extraModels[0].resources.limits.memory=4Gi"
+        "default", *SMOL, "policy.extraModels[0].replicas=2", "policy.extraModels[0].resources.limits.memory=4Gi"
     )
-    qwen = by_kind(docs, "Deployment")["rel-ttc-policy-qwen"]
-    assert qwen["spec"]["replicas"] == 2
-    assert qwen["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "4Gi"
+    smol = by_kind(docs, "Deployment")["rel-ttc-policy-smollm2"]
+    assert smol["spec"]["replicas"] == 2
+    assert smol["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "4Gi"
 
 
 def test_a_bad_extra_model_name_fails_lint(tools: Tools) -> None:
@@ -69,15 +69,15 @@ def test_a_bad_extra_model_name_fails_lint(tools: Tools) -> None:
 def test_compose_runs_a_second_policy_under_a_profile(tools: Tools) -> None:
     from tests.deploy.test_compose import compose_config
 
-    assert "policy-qwen" not in compose_config(tools)["services"]
-    env = {"TTC_POLICY_TARGETS": "qwen2.5-coder-0.5b=policy-qwen:50051"}
+    assert "policy-second" not in compose_config(tools)["services"]
+    env = {"TTC_POLICY_TARGETS": "smollm2-135m=policy-second:50051"}
     proc = run_env(
         [tools.compose, "-f", "docker-compose.yml", "--profile", "multi-model", "config", "--format", "json"], env
     )
     assert proc.returncode == 0, proc.stderr
     services = json.loads(proc.stdout)["services"]
-    assert services["policy-qwen"]["environment"]["TTC_POLICY_MODEL"] == "qwen2.5-coder-0.5b"
-    assert services["policy-qwen"]["build"]["target"] == "policy-cpu"
+    assert services["policy-second"]["environment"]["TTC_POLICY_MODEL"] == "smollm2-135m"
+    assert services["policy-second"]["build"]["target"] == "policy-cpu"
     assert services["orchestrator"]["environment"]["TTC_ORCHESTRATOR_POLICY_TARGETS"] == env["TTC_POLICY_TARGETS"]
     assert services["gateway"]["environment"]["TTC_GATEWAY_POLICY_TARGETS"] == env["TTC_POLICY_TARGETS"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.deploy.conftest import VALUES_FILES, Renderer, component_of
 
-QWEN = ("policy.extraModels[0].name=qwen", "policy.extraModels[0].model=qwen2.5-coder-0.5b")
+SMOL = ("policy.extraModels[0].name=smollm2", "policy.extraModels[0].model=smollm2-135m")
 
 
 def policy_containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def policy_containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_policy_probes_are_the_grpc_health_check_and_its_last_line_is_the_termination_message(
     render: Renderer, name: str
 ) -> None:
-    containers = policy_containers(render(name, *QWEN))
+    containers = policy_containers(render(name, *SMOL))
     assert len(containers) == 2
     for c in containers:
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
