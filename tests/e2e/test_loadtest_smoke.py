@@ -82,4 +82,4 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
     pinned = {r["strategy_pinned"] for r in records}
     assert pinned == {"single", "self_consistency:n=2", ""}
     page = (out / "report" / "report.html").read_text()
-    assert "<svg" in page and "Held-out" in page
+    assert "<svg" in page and "held-out problems: smollm2-135m" in page
