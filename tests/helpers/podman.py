@@ -97,10 +97,14 @@ def start_podman() -> PodmanService:
     directory = Path(tempfile.mkdtemp(prefix="ttc-podman-"))
     log = open(directory / "service.log", "wb")  # noqa: SIM115 - kept open for the service's lifetime
     sock = directory / "podman.sock"
+    # Run from the service's own folder: conmon 2.1 (Debian 12) writes a file named `oom` into its
+    # working directory when the kernel OOM-kills a process in a container, and it inherits the
+    # service's; from the repository root that left a stray `oom` behind after the memory tests.
     proc = subprocess.Popen(
         ["podman", *global_flags(), "system", "service", "--time", "0", f"unix://{sock}"],
         stdout=log,
         stderr=subprocess.STDOUT,
+        cwd=directory,
     )
     service = PodmanService(directory, proc)
     deadline = time.monotonic() + 60
