@@ -14,20 +14,19 @@ import asyncio
 import sys
 from pathlib import Path
 
+from calibration.lib.arguments import add_problem_set_arguments, pool_folder
 from calibration.lib.drawer import DrawSettings
-from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS
+from calibration.lib.paths import DEFAULT_MODEL
 from calibration.lib.pool_run import PoolRun, StaleSettings, data_provenance
 from evaluation.problems.datasets import Split
-from evaluation.problems.problemset import DEFAULT_PER_FAMILY, build_problem_set, check_disjoint, family_names
+from evaluation.problems.problemset import build_problem_set, check_disjoint, family_names
 
 NAME = "draw"
 HELP = "draw pools through the policy and sandbox services (resumes)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--per-family", type=int, default=DEFAULT_PER_FAMILY, help="problems per family and split")
-    p.add_argument("--seed", type=int, default=0, help="data seed")
-    p.add_argument("--families", default="", help="comma-separated subset (default: all)")
+    add_problem_set_arguments(p)
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--split", choices=["calibration", "heldout"], default="calibration")
     p.add_argument("--out", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
@@ -57,7 +56,7 @@ def run(a: argparse.Namespace) -> int:
     settings = DrawSettings(k=a.k, temperature=a.temperature, cot_max_tokens=a.cot_max_tokens,
                             code_max_tokens=a.code_max_tokens, seed=a.seed)  # fmt: skip
     run = PoolRun(
-        model=a.model, split=split, problems=problems, directory=a.out or DEFAULT_POOLS / a.model,
+        model=a.model, split=split, problems=problems, directory=pool_folder(a),
         settings=settings, data=data_provenance(split, a.seed, a.per_family, family_names(a.families)),
         chunk_size=a.chunk_size, redraw_stale=a.redraw_stale, hours=a.hours,
         policy_target=a.policy_target, sandbox_target=a.sandbox_target, overlap=not a.sequential,

@@ -6,22 +6,15 @@ from __future__ import annotations
 import argparse
 import collections
 
-from evaluation.problems.problemset import (
-    DEFAULT_PER_FAMILY,
-    build_problem_set,
-    check_disjoint,
-    family_names,
-    family_of,
-)
+from calibration.lib.arguments import add_problem_set_arguments
+from evaluation.problems.problemset import build_problem_set, check_disjoint, family_names, family_of
 
 NAME = "problems"
 HELP = "the problem set per split; checks disjointness"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--per-family", type=int, default=DEFAULT_PER_FAMILY, help="problems per family and split")
-    p.add_argument("--seed", type=int, default=0, help="data seed")
-    p.add_argument("--families", default="", help="comma-separated subset (default: all)")
+    add_problem_set_arguments(p)
 
 
 def run(a: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS
+from calibration.lib.arguments import add_pool_folder_arguments, pool_folder
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import Chunk, Draw, PoolCandidate, ProblemPool, iter_chunks, write_chunk
 from evaluation.problems.datasets import Problem
@@ -83,14 +83,11 @@ def rescore(directory: Path) -> dict[str, int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--out", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--k", type=int, default=8)
+    add_pool_folder_arguments(p)
 
 
 def run(a: argparse.Namespace) -> int:
-    changed = rescore(a.out or DEFAULT_POOLS / a.model)
+    changed = rescore(pool_folder(a))
     print(
         f"{sum(changed.values())} verdicts changed in {sum(1 for n in changed.values() if n)} of {len(changed)} chunks"
     )

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-from pathlib import Path
 
+from calibration.lib.arguments import add_pool_folder_arguments, pool_folder
 from calibration.lib.drawer import DrawSettings, program_prompt_changed, program_version
-from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS
 from evaluation.pools.store import DRAW_KINDS, iter_chunks, read_pools
 
 NAME = "status"
@@ -17,14 +16,11 @@ HELP = "count what is drawn (cut share per kind, stale chunks)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--out", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--k", type=int, default=8)
+    add_pool_folder_arguments(p)
 
 
 def run(a: argparse.Namespace) -> int:
-    directory = a.out or DEFAULT_POOLS / a.model
+    directory = pool_folder(a)
     chunks = list(iter_chunks(directory))
     version, settings = program_version(), DrawSettings(k=a.k, seed=a.seed).as_dict()
     pools = read_pools(directory)

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from calibration.lib.arguments import add_pool_folder_arguments, pool_folder
 from calibration.lib.fit import live_set
-from calibration.lib.paths import DEFAULT_LIVE, DEFAULT_MODEL, DEFAULT_POOLS
+from calibration.lib.paths import DEFAULT_LIVE, DEFAULT_POOLS
 from evaluation.pools.provenance import provenance
 from evaluation.pools.store import read_pools
 from evaluation.pricing.cascade import cascade
@@ -25,10 +26,7 @@ HELP = "price every configuration offline from the pools; accuracy with 95%% int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--out", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--k", type=int, default=8)
+    add_pool_folder_arguments(p)
     p.add_argument("--split", choices=["calibration", "heldout", "all"], default="calibration")
     p.add_argument("--limit", type=int, default=128, help="subsets replayed per problem before sampling them")
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence")
@@ -54,7 +52,7 @@ def _print_rows(rows: list[Row], keep: set[str] | None) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    pools = [p for p in read_pools(a.out or DEFAULT_POOLS / a.model) if a.split in ("all", p.split)]
+    pools = [p for p in read_pools(pool_folder(a)) if a.split in ("all", p.split)]
     if not pools:
         print("no pools drawn yet", file=sys.stderr)
         return 1
@@ -75,7 +73,7 @@ def run(a: argparse.Namespace) -> int:
     if a.json:
         per_problem = {name: {pid: e.__dict__ for pid, e in est.items()} for name, est in priced.items()}
         # The pools' own chunk headers name the code and seeds that drew them; this names the pricer.
-        meta = provenance(a.model, split=a.split, problems=len(pools), k=k, pools=str(a.out or DEFAULT_POOLS / a.model))
+        meta = provenance(a.model, split=a.split, problems=len(pools), k=k, pools=str(pool_folder(a)))
         body = {"provenance": meta, "rows": [r.as_dict() for r in rows], "per_problem": per_problem}
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(body, indent=1))
