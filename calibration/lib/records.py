@@ -11,12 +11,11 @@ whose header's count is not met is refused.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.pools.store import chunk_name
+from evaluation.pools.store import write_jsonl_chunk
 
 SCHEMA = 1
 REPORT = "report.json"
@@ -54,17 +53,8 @@ def read_records(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, 
 def write_records(
     directory: Path, split: str, seq: int, header: dict[str, Any], records: Sequence[dict[str, Any]]
 ) -> Path:
-    """One chunk, atomically (temporary file then rename): a crash leaves it whole or absent."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / chunk_name(split, seq)
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w") as out:
-        out.write(
-            json.dumps({"type": "header", "schema": SCHEMA, **header, "records": len(records)}, sort_keys=True) + "\n"
-        )
-        for record in records:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
-    return path
+    """One chunk, atomically (:func:`~evaluation.pools.store.write_jsonl_chunk`): a crash leaves it
+    whole or absent."""
+    return write_jsonl_chunk(
+        directory, split, seq, {"type": "header", "schema": SCHEMA, **header, "records": len(records)}, records
+    )

@@ -193,21 +193,30 @@ def chunk_name(split: str, seq: int) -> str:
     return f"{split}-{seq:05d}.jsonl"
 
 
-def write_chunk(directory: Path, split: str, seq: int, header: dict[str, Any], pools: Iterable[ProblemPool]) -> Path:
-    """Write a whole chunk atomically: a crash leaves either the complete file or none."""
+def write_jsonl_chunk(
+    directory: Path, split: str, seq: int, header: dict[str, Any], rows: Iterable[dict[str, Any]]
+) -> Path:
+    """Chunk ``seq`` of ``split`` under ``directory``: ``header``, then one JSON line per row,
+    written to a temporary file and renamed, so a crash leaves either the complete file or none
+    (the pools' chunks and a live run's records are both kept so)."""
     directory.mkdir(parents=True, exist_ok=True)
-    rows = [p.to_dict() for p in pools]
-    header = {"type": "header", "schema": POOL_SCHEMA, **header, "problems": len(rows)}
     path = directory / chunk_name(split, seq)
     tmp = path.with_suffix(".jsonl.tmp")
     with tmp.open("w") as out:
-        out.write(json.dumps(header, sort_keys=True) + "\n")
-        for row in rows:
-            out.write(json.dumps(row, sort_keys=True) + "\n")
+        for line in (header, *rows):
+            out.write(json.dumps(line, sort_keys=True) + "\n")
         out.flush()
         os.fsync(out.fileno())
     tmp.replace(path)
     return path
+
+
+def write_chunk(directory: Path, split: str, seq: int, header: dict[str, Any], pools: Iterable[ProblemPool]) -> Path:
+    """Write a whole pool chunk atomically (:func:`write_jsonl_chunk`)."""
+    rows = [p.to_dict() for p in pools]
+    return write_jsonl_chunk(
+        directory, split, seq, {"type": "header", "schema": POOL_SCHEMA, **header, "problems": len(rows)}, rows
+    )
 
 
 def read_chunk(path: Path) -> Chunk:
