@@ -87,42 +87,29 @@ class Service:
             self.proc.wait(5)
 
 
+def on_free_ports(name: str, **settings: str) -> Service:
+    """``ttc serve <name>`` on a free port, its metrics on another; ``settings``: the rest of its
+    environment, named without the ``TTC_<NAME>_`` prefix."""
+    prefix = f"TTC_{name.upper()}_"
+    port = free_port()
+    env = {f"{prefix}PORT": str(port), f"{prefix}METRICS_PORT": str(free_port())}
+    return Service(name, env | {prefix + key: value for key, value in settings.items()}, port)
+
+
 def policy_service(model: str, *, kv_cache_tokens: int = 0) -> Service:
     """The policy on ``model``; ``kv_cache_tokens`` (0: the service's default) sizes its cache."""
-    port = free_port()
-    env = {
-        "TTC_POLICY_HOST": "127.0.0.1",
-        "TTC_POLICY_PORT": str(port),
-        "TTC_POLICY_METRICS_PORT": str(free_port()),
-        "TTC_POLICY_MODEL": model,
-    }
-    if kv_cache_tokens:
-        env["TTC_POLICY_KV_CACHE_TOKENS"] = str(kv_cache_tokens)
-    return Service("policy", env, port)
+    cache = {"KV_CACHE_TOKENS": str(kv_cache_tokens)} if kv_cache_tokens else {}
+    return on_free_ports("policy", HOST="127.0.0.1", MODEL=model, **cache)
 
 
 def verifier_service(policy_target: str) -> Service:
-    port = free_port()
-    env = {
-        "TTC_VERIFIER_HOST": "127.0.0.1",
-        "TTC_VERIFIER_PORT": str(port),
-        "TTC_VERIFIER_METRICS_PORT": str(free_port()),
-        "TTC_VERIFIER_POLICY_TARGET": policy_target,
-    }
-    return Service("verifier", env, port)
+    return on_free_ports("verifier", HOST="127.0.0.1", POLICY_TARGET=policy_target)
 
 
 def sandbox_service(slots: int = 4, uid_base: int = SANDBOX_UID_BASE) -> Service:
     """A sandbox whose slots run as ``uid_base`` + slot (two sandboxes alive at once need
     ranges of their own)."""
-    port = free_port()
-    env = {
-        "TTC_SANDBOX_PORT": str(port),
-        "TTC_SANDBOX_METRICS_PORT": str(free_port()),
-        "TTC_SANDBOX_MAX_CONCURRENCY": str(slots),
-        "TTC_SANDBOX_UID_BASE": str(uid_base),
-    }
-    return Service("sandbox", env, port)
+    return on_free_ports("sandbox", MAX_CONCURRENCY=str(slots), UID_BASE=str(uid_base))
 
 
 def lock_contended(inode: int, locks: Path = Path("/proc/locks")) -> bool:
