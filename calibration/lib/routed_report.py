@@ -16,8 +16,9 @@ from typing import Any
 from calibration.lib.fit import FittedPools
 from calibration.lib.heldout_pricing import calibration_budgets, priced, routed
 from evaluation.heldout.checks import all_checks
-from evaluation.heldout.ladder import Summary, ladder, problem_budgets
+from evaluation.heldout.ladder import ladder, problem_budgets
 from evaluation.heldout.ladder_report import HEADER, summary_row
+from evaluation.heldout.routed_plan import error_counts, outcomes, served_calibration, summaries
 from evaluation.pools.store import ProblemPool, task_type_of
 from services.gateway.routing import RoutingTable
 
@@ -43,23 +44,24 @@ def offline_ladder(
 
 
 def report(
-    live: Mapping[str, Mapping[str, Summary]],
+    records: Sequence[Mapping[str, Any]],
     efforts: Sequence[str],
-    errors: Mapping[str, int],
     headers: Sequence[Mapping[str, Any]],
     fitted: FittedPools | None,
     heldout: Sequence[ProblemPool],
-    recorded: Sequence[str],
-    served: Mapping[str, Any] | None = None,
     table: RoutingTable | None = None,
     large_heldout: Sequence[ProblemPool] = (),
 ) -> dict[str, Any]:
-    """``report.json``'s body, its Markdown included; ``served``: the served confidence's
-    calibration on these answers (:func:`evaluation.heldout.routed_plan.served_calibration`); ``table``:
-    the served table, when it is not the fit's own (the offline ladder routes by it);
-    ``large_heldout``: the escalation model's held-out pools (the offline ladder prices cascades
-    on them)."""
-    ids = set(recorded)
+    """``report.json``'s body, its Markdown included, from the run's ``records`` and chunk
+    ``headers``: live rows per group and effort (:func:`~evaluation.heldout.routed_plan.summaries`),
+    errors by kind, and the served confidence's calibration on these answers
+    (:func:`~evaluation.heldout.routed_plan.served_calibration`); ``table``: the served table, when
+    it is not the fit's own (the offline ladder routes by it); ``large_heldout``: the escalation
+    model's held-out pools (the offline ladder prices cascades on them)."""
+    found = outcomes(records)
+    live, errors = summaries(found, efforts), error_counts(found)
+    served = served_calibration(records)
+    ids = {pid for pid, _ in found}
     mine = [p for p in heldout if p.id in ids]
     offline: dict[str, Any] = {}
     if fitted is not None and mine:
@@ -100,17 +102,15 @@ def report(
         },
         "errors": dict(errors),
         "checks": [c.as_dict() for c in checks],
-        "served_confidence": dict(served) if served is not None else None,
+        "served_confidence": dict(served),
         "live": dump,
         "offline": priced_dump,
         "markdown": "\n".join(lines),
     }
 
 
-def _served_lines(served: Mapping[str, Any] | None) -> list[str]:
-    """The served ``ttc.confidence``'s calibration, one paragraph (none when not measured)."""
-    if served is None:
-        return []
+def _served_lines(served: Mapping[str, Any]) -> list[str]:
+    """The served ``ttc.confidence``'s calibration, one paragraph."""
     if served.get("ece") is None:
         return [f"Served `ttc.confidence`: no answer carried one ({served['answers']} answers).", ""]
     low, high = served["interval"]

@@ -48,14 +48,10 @@ from calibration.lib.validation import pool_settings
 from evaluation.heldout.routed_plan import (
     PlannedRequest,
     adoptable,
-    error_counts,
     group_efforts,
-    outcomes,
     pending,
     provenance_hash,
     route_mismatch,
-    served_calibration,
-    summaries,
 )
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import ProblemPool, read_pools
@@ -317,17 +313,12 @@ class RoutedRun:
                 # ladder its configurations and budgets, the served table its routes.
                 self._fitted = self.fit()
         records, headers, _ = read_records(self.out)
-        efforts = list(LADDER_EFFORTS)
-        found = outcomes(records)
         body = report(
-            summaries(found, efforts),
-            efforts,
-            error_counts(found),
+            records,
+            list(LADDER_EFFORTS),
             headers,
             self._fitted,
             read_pools(self.pools_dir, SPLIT),
-            sorted({pid for pid, _ in found}),
-            served_calibration(records),
             table=served,
             large_heldout=read_pools(DEFAULT_POOLS / self.large_model, SPLIT) if self.large_model else (),
         )

@@ -104,9 +104,7 @@ def test_report_checks_pass_and_miss_on_hand_built_records() -> None:
 
 
 def test_report_body_without_a_fit_has_live_rows_and_no_offline_figure() -> None:
-    found = outcomes(ladder_records(high_right=20))
-    body = report(summaries(found, EFFORTS), EFFORTS, error_counts(found), [{"git_describe": "v1"}], None, [],
-                  sorted({pid for pid, _ in found}))  # fmt: skip
+    body = report(ladder_records(high_right=20), EFFORTS, [{"git_describe": "v1"}], None, [])
     assert body["offline"] == {} and body["live"]["all"]["high"]["accuracy"] == 1.0
     assert "**pass**: high >= none" in body["markdown"]
     # no best fixed configuration is known without the fit: that check cannot pass
@@ -135,10 +133,8 @@ def test_served_confidence_is_scored_once_per_answer_and_errors_or_missing_confi
 
 
 def test_report_states_the_served_confidence_when_measured() -> None:
-    found = outcomes(ladder_records(high_right=20))
-    served = served_calibration([record("a", ["low"], True, confidence=0.7)], resamples=10)
-    body = report(summaries(found, EFFORTS), EFFORTS, error_counts(found), [{"git_describe": "v1"}], None, [],
-                  sorted({pid for pid, _ in found}), served)  # fmt: skip
+    records = [*ladder_records(high_right=20), record("a", ["low"], True, confidence=0.7)]  # one carries one
+    body = report(records, EFFORTS, [{"git_describe": "v1"}], None, [])
     assert body["served_confidence"]["scored"] == 1
     assert "Served `ttc.confidence` on these answers: ECE 0.300" in body["markdown"]
 
