@@ -70,8 +70,7 @@ def _best(group: Iterable[Trajectory]) -> Trajectory | None:
 
 def _sft(t: Trajectory) -> SftRow:
     return SftRow(
-        messages=[*t.prompt, *_turn(t)], prompt_id=t.prompt_id, candidate_id=t.candidate_id, source=t.source,
-        family=t.family, task_kind=t.task_kind, modality=t.modality, completion_tokens=t.tokens,
+        messages=[*t.prompt, *_turn(t)], **dict(t.candidate), completion_tokens=t.tokens,
     )  # fmt: skip
 
 
@@ -81,14 +80,15 @@ def _pairs(group: Sequence[Trajectory]) -> list[PreferenceRow]:
         return []
     rows = []
     for wrong in (t for t in group if not t.outcome.label):
-        chosen = _best(t for t in group if t.modality == wrong.modality) or best
+        chosen = _best(t for t in group if t.candidate.modality == wrong.candidate.modality) or best
         assert wrong.outcome.failure is not None  # a false label always says why
+        right, bad = chosen.candidate, wrong.candidate
         rows.append(
             PreferenceRow(
-                prompt=list(wrong.prompt), chosen=_turn(chosen), rejected=_turn(wrong), prompt_id=wrong.prompt_id,
-                chosen_id=chosen.candidate_id, rejected_id=wrong.candidate_id, chosen_modality=chosen.modality,
-                rejected_modality=wrong.modality, rejected_failure=wrong.outcome.failure, family=wrong.family,
-                task_kind=wrong.task_kind,
+                prompt=list(wrong.prompt), chosen=_turn(chosen), rejected=_turn(wrong), prompt_id=bad.prompt_id,
+                chosen_id=right.candidate_id, rejected_id=bad.candidate_id, chosen_modality=right.modality,
+                rejected_modality=bad.modality, rejected_failure=wrong.outcome.failure, family=bad.family,
+                task_kind=bad.task_kind,
             )
         )  # fmt: skip
     return rows
@@ -97,8 +97,7 @@ def _pairs(group: Sequence[Trajectory]) -> list[PreferenceRow]:
 def _outcome(t: Trajectory) -> OutcomeRow:
     o = t.outcome
     return OutcomeRow(
-        prompt_id=t.prompt_id, candidate_id=t.candidate_id, source=t.source, family=t.family,
-        task_kind=t.task_kind, modality=t.modality, label=o.label, correct=o.correct, failure=o.failure,
+        **dict(t.candidate), label=o.label, correct=o.correct, failure=o.failure,
         detail=o.detail, completion_tokens=t.tokens,
     )  # fmt: skip
 

@@ -59,10 +59,9 @@ class PreferenceRow(_Row):
     task_kind: str
 
 
-class OutcomeRow(_Row):
-    """One candidate's outcome label. ``label`` is true only for a complete answer an independent
-    check found right (and, for a program, one that computed it); ``correct`` is the checker's
-    verdict alone; ``failure`` says why a false label is false."""
+class Candidate(_Row):
+    """Which candidate a trajectory or a row speaks of: its prompt, its own id, where it came
+    from (``pool:<model>`` or ``served:<API key name>``), its family, task kind and modality."""
 
     prompt_id: str
     candidate_id: str
@@ -70,6 +69,13 @@ class OutcomeRow(_Row):
     family: str
     task_kind: str
     modality: Modality
+
+
+class OutcomeRow(Candidate):
+    """One candidate's outcome label. ``label`` is true only for a complete answer an independent
+    check found right (and, for a program, one that computed it); ``correct`` is the checker's
+    verdict alone; ``failure`` says why a false label is false."""
+
     label: bool
     correct: bool
     failure: FailureKind | None

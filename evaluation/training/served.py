@@ -25,7 +25,7 @@ from typing import Any
 from evaluation.problems.datasets import Problem
 from evaluation.problems.problemset import answer_correct
 from evaluation.problems.sealed import text_hash
-from evaluation.training.formats import ChatMessage
+from evaluation.training.formats import Candidate, ChatMessage
 from evaluation.training.outcomes import Outcome, program_outcome, text_outcome
 from evaluation.training.trajectories import UNVERIFIABLE, Trajectory, program_turn
 from evaluation.training.withheld import Withheld
@@ -85,10 +85,16 @@ def _trajectory(trace_id: str, owner: str, doc: Mapping[str, Any], prompt: tuple
         assistant = text
     if result.get("finish_reason") == "length":
         outcome = Outcome(False, correct, "cut", "hit max_tokens")
+    candidate = Candidate(
+        prompt_id=f"served/{trace_id}",
+        candidate_id=f"served/{trace_id}/{node.get('id', '')}",
+        source=f"served:{owner}",
+        family=SERVED,
+        task_kind=SERVED,
+        modality="program" if execution is not None else "cot",
+    )
     return Trajectory(
-        prompt_id=f"served/{trace_id}", candidate_id=f"served/{trace_id}/{node.get('id', '')}",
-        source=f"served:{owner}", family=SERVED, task_kind=SERVED,
-        modality="program" if execution is not None else "cot", prompt=prompt, completion=text,
+        candidate=candidate, prompt=prompt, completion=text,
         assistant=assistant, tokens=int(node.get("tokens") or 0), outcome=outcome,
     )  # fmt: skip
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from evaluation.pools.store import DRAW_KINDS, ProblemPool
 from evaluation.problems.datasets import Problem
-from evaluation.training.formats import ChatMessage, Modality
+from evaluation.training.formats import Candidate, ChatMessage
 from evaluation.training.outcomes import Outcome, pool_outcome
 from evaluation.training.withheld import DEVELOPMENT, Withheld, in_development
 
@@ -29,12 +29,7 @@ class Trajectory:
     """One candidate ready to export. ``completion`` is the model's own text (what duplicates
     are found by); ``assistant`` the turn exported."""
 
-    prompt_id: str
-    candidate_id: str
-    source: str
-    family: str
-    task_kind: str
-    modality: Modality
+    candidate: Candidate
     prompt: tuple[ChatMessage, ...]
     completion: str
     assistant: str
@@ -89,12 +84,18 @@ def pool_trajectories(
                     if kind == "program" and cand.program
                     else cand.text
                 )
+                candidate = Candidate(
+                    prompt_id=problem.id, candidate_id=f"{model}/{problem.id}/{kind}/{cand.index}",
+                    source=f"pool:{model}", family=pool.family, task_kind=pool.kind, modality=kind,
+                )  # fmt: skip
                 found.append(
                     Trajectory(
-                        prompt_id=problem.id, candidate_id=f"{model}/{problem.id}/{kind}/{cand.index}",
-                        source=f"pool:{model}", family=pool.family, task_kind=pool.kind, modality=kind,
-                        prompt=prompt, completion=cand.text, assistant=assistant, tokens=cand.completion_tokens,
+                        candidate=candidate,
+                        prompt=prompt,
+                        completion=cand.text,
+                        assistant=assistant,
+                        tokens=cand.completion_tokens,
                         outcome=outcome,
                     )
-                )  # fmt: skip
+                )
     return found

@@ -52,7 +52,7 @@ def test_verified_by_the_known_problem_or_the_reference_else_left_out() -> None:
     withheld = Withheld.build([], sealed_hashes(), (p.question for p in sealed))
     left_out: Counter[str] = Counter()
     found = served_trajectories(traces, {"alice"}, withheld, {text_hash(KNOWN.question): KNOWN}, left_out)
-    labels = {t.prompt_id: (t.outcome.label, t.outcome.failure) for t in found}
+    labels = {t.candidate.prompt_id: (t.outcome.label, t.outcome.failure) for t in found}
     assert labels == {
         "served/known-right": (True, None),
         "served/ref-wrong": (False, "wrong_value"),
@@ -72,7 +72,7 @@ def test_a_program_node_is_its_program_output_and_answer() -> None:
     doc["nodes"][1]["execution"] = {"status": "ok", "stdout": "42\n", "answer": "42"}
     found = served_trajectories({"p": (doc, "alice")}, {"alice"}, Withheld(frozenset(), frozenset()),
                                 {text_hash(KNOWN.question): KNOWN}, Counter())  # fmt: skip
-    assert [(t.modality, t.outcome.label) for t in found] == [("program", True)]
+    assert [(t.candidate.modality, t.outcome.label) for t in found] == [("program", True)]
     assert "Output:\n```\n42\n```" in found[0].assistant and found[0].assistant.endswith("\\boxed{42}.")
 
 
