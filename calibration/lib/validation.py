@@ -18,23 +18,18 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
-
+from calibration.lib.gateway_run import GatewayRun, run_then_report
 from calibration.lib.grading import CodeGrader
 from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS, relative_to_root
 from calibration.lib.pool_run import model_sha256
 from calibration.lib.records import REPORT, LiveRunError, read_records, write_records
 from calibration.lib.replies import checked, gave_up, reply_fields
-from calibration.lib.services import model_lock
 from calibration.lib.stack import start_stack
 from evaluation.heldout.simulator_check import markdown, report
 from evaluation.pools.provenance import git_describe, load_average
@@ -112,32 +107,13 @@ async def to_record(
 
 
 # ------------------------------------------------------------------------------- the run
-@dataclass
-class Validation:
-    model: str
+@dataclass(kw_only=True)
+class Validation(GatewayRun):
     split: str
-    pools_dir: Path
-    out: Path
     configs: list[str]
     limit: int = 60
-    base_url: str = ""
-    hours: float = 0.0
-    chunk_size: int = 5
     effort: str = "medium"
-    seed: int = 0
     confidence: float = 0.9
-    timeout_s: float = 1800.0
-    retry_errors: bool = False
-    api_key: str = "none"
-    # Take the shared model lock per chunk; None: only when this run starts its own stack (a
-    # gateway elsewhere is someone else's model), False: the caller holds it (under ``flock``).
-    lock: bool | None = None
-    grader: CodeGrader = field(default_factory=CodeGrader)
-    _stack: Any = None
-    _url: str = ""
-
-    def log(self, message: str) -> None:
-        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
 
     def pools(self) -> tuple[list[ProblemPool], dict[str, Any], str]:
         """The split's pools, their draw settings and model sha256 (refused for another model)."""
@@ -176,37 +152,13 @@ class Validation:
                 if (p.id, name) not in latest or (self.retry_errors and latest[(p.id, name)].get("error"))]  # fmt: skip
         self.log(f"{self.model} {self.split}: {len(pools)} problems x {len(configs)} configurations; "
                  f"{len(latest)} recorded, {len(todo)} to send; code {git_describe()}")  # fmt: skip
-        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
-        per_chunk = max(1, self.chunk_size * len(configs))
-        sent = 0
-        try:
-            for start in range(0, len(todo), per_chunk):
-                if deadline is not None and time.monotonic() > deadline:
-                    self.log("time limit reached")
-                    break
-                batch = todo[start : start + per_chunk]
-                done: list[dict[str, Any]] = []
-                locked = self.lock if self.lock is not None else not self.base_url
-                with model_lock() if locked else nullcontext(0.0) as waited:
-                    began = time.monotonic()
-                    try:
-                        await self._send_batch(batch, configs, deadline, done)
-                    finally:  # an interrupted chunk keeps the requests it finished
-                        if done:
-                            path = self._write(seq, sha, wanted, done, time.monotonic() - began, waited)
-                            seq, sent = seq + 1, sent + len(done)
-                            errors = sum(1 for r in done if r["error"])
-                            self.log(f"{path.name}: {len(done)} requests in {time.monotonic() - began:.0f}s (waited "
-                                     f"{waited:.0f}s for the lock), {errors} infrastructure error(s); "
-                                     f"{sent}/{len(todo)} this run")  # fmt: skip
-                if len(done) < len(batch):
-                    self.log("time limit reached inside a chunk: the rest is sent on the next run")
-                    break
-        finally:
-            self.grader.stop()
-            if self._stack is not None:
-                self._stack.stop()
-        return sent
+        return await self.send_chunks(
+            todo,
+            max(1, self.chunk_size * len(configs)),
+            seq,
+            lambda batch, deadline, done: self._send_batch(batch, configs, deadline, done),
+            lambda seq, done, wall, waited: self._write(seq, sha, wanted, done, wall, waited),
+        )
 
     def _write(self, seq: int, sha: str, wanted: dict[str, Any], done: Sequence[dict[str, Any]], wall: float,
                waited: float) -> Path:  # fmt: skip
@@ -223,7 +175,7 @@ class Validation:
         """One after another, so each latency is the request's own (as the pools' calls are);
         each finished record is appended to ``done`` at once."""
         url = await asyncio.to_thread(self._gateway)
-        client = openai.AsyncOpenAI(base_url=url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        client = self.client(url)
         try:
             for pool, name in batch:
                 if deadline is not None and time.monotonic() > deadline:
@@ -344,15 +296,9 @@ def run_validation(a: argparse.Namespace, kind: type[Validation], default_out: P
         confidence=a.confidence, timeout_s=a.timeout_s, retry_errors=a.retry_errors, api_key=a.api_key,
         lock=a.lock,
     )  # fmt: skip
-    # SIGTERM unwinds through ``finally`` so a stack this command started stops too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
+
+    def send() -> None:
         if not a.report_only:
             asyncio.run(validation.run())
-        body = validation.write_report(seed=a.seed)
-    except LiveRunError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(body["markdown"])
-    print(f"report: {validation.out / REPORT}")
-    return 0
+
+    return run_then_report(validation, send, lambda: validation.write_report(seed=a.seed))

@@ -22,27 +22,23 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import sys
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import openai
 
 from calibration.lib.fit import FittedPools, fit_pools
 from calibration.lib.gateway_routes import LADDER_EFFORTS, route_questions
+from calibration.lib.gateway_run import GatewayRun, run_then_report
 from calibration.lib.grading import CodeGrader
 from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS, DEFAULT_ROUTED, ROOT, safe_name
 from calibration.lib.pool_run import model_sha256
 from calibration.lib.records import REPORT, LiveRunError, read_records, write_records
 from calibration.lib.replies import checked, gave_up, regrade, reply_fields
 from calibration.lib.routed_report import report
-from calibration.lib.services import model_lock
 from calibration.lib.stack import start_stack
 from calibration.lib.validation import pool_settings
 from evaluation.heldout.routed_plan import (
@@ -91,30 +87,13 @@ async def to_record(
     return await checked(record, pool, reply.text, grader)
 
 
-@dataclass
-class RoutedRun:
-    model: str
-    pools_dir: Path
-    out: Path
+@dataclass(kw_only=True)
+class RoutedRun(GatewayRun):
     table_path: Path | None = None
     limit: int = 200
-    base_url: str = ""
-    hours: float = 0.0
-    chunk_size: int = 5
-    seed: int = 0
-    timeout_s: float = 1800.0
-    retry_errors: bool = False
-    api_key: str = "none"
-    lock: bool | None = None
     large_model: str = ""  # served beside as the escalation deployment; its pools let cascades compete
     reuse: Path | None = None  # another run's records, standing where its table routes alike
-    grader: CodeGrader = field(default_factory=CodeGrader)
-    _stack: Any = None
-    _url: str = ""
     _fitted: FittedPools | None = None
-
-    def log(self, message: str) -> None:
-        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
 
     def table(self) -> tuple[RoutingTable, Path]:
         """The table served: ``--table``, else the calibration fit, written under ``out``."""
@@ -177,32 +156,15 @@ class RoutedRun:
             f"{self.model}: {len(pools)} held-out problems, {len(plan)} requests planned for "
             f"{len(plan) and sum(len(r.efforts) for r in plan)} (problem, effort) pairs; {len(todo)} to send"
         )
-        deadline = time.monotonic() + self.hours * 3600 if self.hours else None
-        sent = 0
-        try:
-            per_chunk = max(1, self.chunk_size * len(plan) // max(1, len(pools)))
-            for start in range(0, len(todo), per_chunk):
-                if deadline is not None and time.monotonic() > deadline:
-                    self.log("time limit reached")
-                    break
-                batch, done = todo[start : start + per_chunk], list[dict[str, Any]]()
-                with model_lock() if (self.lock if self.lock is not None else not self.base_url) else nullcontext(0.0):
-                    began = time.monotonic()
-                    try:
-                        await self._send(batch, by_id, wanted, path, table, deadline, done)
-                    finally:  # an interrupted chunk keeps the requests it finished
-                        if done:
-                            header = self._header(sha, wanted, round(time.monotonic() - began, 1))
-                            written = write_records(self.out, SPLIT, seq, header, done)
-                            seq, sent = seq + 1, sent + len(done)
-                            self.log(f"{written.name}: {len(done)} requests; {sent}/{len(todo)} this run")
-                if len(done) < len(batch):
-                    break
-        finally:
-            self.grader.stop()
-            if self._stack is not None:
-                self._stack.stop()
-        return sent
+        return await self.send_chunks(
+            todo,
+            max(1, self.chunk_size * len(plan) // max(1, len(pools))),
+            seq,
+            lambda batch, deadline, done: self._send(batch, by_id, wanted, path, table, deadline, done),
+            lambda seq, done, wall, _: write_records(
+                self.out, SPLIT, seq, self._header(sha, wanted, round(wall, 1)), done
+            ),
+        )
 
     def adopt(self, todo: Sequence[PlannedRequest], wanted: dict[str, Any], sha: str, seq: int) -> int:
         """Copy into this run's folder, as one chunk, the records of ``reuse`` that stand for
@@ -248,7 +210,7 @@ class RoutedRun:
     ) -> None:
         """One after another (each latency the request's own); no ``ttc`` pin: the gateway routes."""
         url = await asyncio.to_thread(self._gateway, path, table)
-        client = openai.AsyncOpenAI(base_url=url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        client = self.client(url)
         try:
             for req in batch:
                 if deadline is not None and time.monotonic() > deadline:
@@ -387,16 +349,11 @@ def run(a: argparse.Namespace) -> int:
         large_model=a.large_model,
         reuse=a.reuse,
     )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through finally: chunk written, stack stopped
-    try:
+
+    def send() -> None:
         if a.regrade:
             routed.log(f"{asyncio.run(routed.regrade())} verdict(s) changed")
         elif not a.report_only:
             asyncio.run(routed.run())
-        body = routed.write_report()
-    except LiveRunError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(body["markdown"])
-    print(f"report: {routed.out / REPORT}")
-    return 0
+
+    return run_then_report(routed, send, routed.write_report)
