@@ -56,6 +56,9 @@ CAPABILITIES: dict[str, Capability] = {
     "cascade": Capability(
         False, False, False, False, False, "it votes on answers of two models; no tool call, JSON or logprobs survive"
     ),
+    "adaptive": Capability(
+        False, False, False, False, False, "it votes on programs run in the sandbox and on chains of thought"
+    ),
     "code_execution": Capability(
         False, False, True, True, False, "it runs code candidates in the sandbox, which a tool call or JSON is not"
     ),

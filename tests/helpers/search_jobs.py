@@ -25,6 +25,7 @@ STRATEGY_CASES: dict[str, dict[str, Any]] = {
     "program_of_thought": {"n": 4, "params": {"mode": "hybrid", "cot": 2}},
     "code_execution": {"n": 4, "params": {"tests": 4}},
     "cascade": {"n": 3, "params": {"inner": "self_consistency", "threshold": 0.9}},
+    "adaptive": {"n": 6, "params": {"steps": "other,more", "confidence": 0.95}},
 }
 
 

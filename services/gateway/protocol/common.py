@@ -24,6 +24,7 @@ StrategyName = Literal[
     "program_of_thought",
     "code_execution",
     "cascade",
+    "adaptive",
 ]
 VerifierName = Literal["math_equivalence", "format", "code_tests", "orm", "prm", "ensemble"]
 

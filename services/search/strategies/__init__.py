@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.common.errors import InvalidArgument
 from services.search.strategies.ab_mcts import ABMCTSA, ABMCTSM
+from services.search.strategies.adaptive import Adaptive
 from services.search.strategies.base import Strategy
 from services.search.strategies.best_of_n import BestOfN
 from services.search.strategies.budget_forcing import BudgetForcing
@@ -34,6 +35,7 @@ REGISTRY: dict[str, type[Strategy]] = {
         ProgramOfThought,
         CodeExecution,
         Cascade,
+        Adaptive,
     )
 }
 

@@ -150,7 +150,7 @@ def _is_expression(text: str) -> bool:
 
 
 @dataclass
-class _Ballot:
+class Ballot:
     """One candidate's vote: a program's run or a chain-of-thought answer."""
 
     generated: Generated
@@ -163,7 +163,7 @@ class _Ballot:
     thought: bool = False  # a chain-of-thought ballot (the hybrid's, or the fallback)
 
 
-def evidence_text(chosen: _Ballot, ballots: list[_Ballot], votes: dict[str, float], winner: str) -> str:
+def evidence_text(chosen: Ballot, ballots: list[Ballot], votes: dict[str, float], winner: str) -> str:
     """The evidence behind the answer: the chosen program, what it printed, and the vote
     (with the programs that abstained and why), ending with the answer stated (so answer
     extraction reads the value, not an assignment in the code). A chain-of-thought winner
@@ -225,16 +225,16 @@ class ProgramOfThought(Strategy):
     async def run(self, ctx: Context) -> Outcome:
         decimals = requested_decimals(question_text(ctx.problem))
         messages = program_messages(ctx.problem)
-        ballots: list[_Ballot] = []
+        ballots: list[Ballot] = []
         waves = wave_sizes(self.n, self.first_wave if self.early_stop else self.n)
         drawn = 0
         for index, size in enumerate(waves):
             # Chain-of-thought samples (hybrid) all come with the first wave: one concurrent round.
             cot = self.cot if index == 0 else 0
-            ballots.extend(await self._wave(ctx, messages, size, cot, first=index == 0, decimals=decimals))
+            ballots.extend(await self.draw_wave(ctx, messages, size, cot, first=index == 0, decimals=decimals))
             drawn += size
             if self.early_stop and drawn < self.n:
-                decision = should_stop(self._tally(ballots), float(self.n - drawn), self.confidence)
+                decision = should_stop(self.tally(ballots), float(self.n - drawn), self.confidence)
                 if decision.stop:
                     ctx.event(
                         "vote",
@@ -248,17 +248,17 @@ class ProgramOfThought(Strategy):
         if not any(b.key for b in ballots) and self.fallback and self.cot == 0:
             ctx.event("vote", "no program printed an answer; answering by chain of thought")
             generated = await ctx.generate(1, parent_id=ctx.trace.root.id, temperature=0.0)
-            ballots.extend(self._cot_ballot(g, decimals) for g in generated)
+            ballots.extend(self.thought_ballot(g, decimals) for g in generated)
             fell_back = True
-        return await self._decide(ctx, ballots, saved, fell_back=fell_back)
+        return await self.decide(ctx, ballots, saved, fell_back=fell_back)
 
     async def _resample(
-        self, ctx: Context, messages: tuple[Message, ...], ballots: list[_Ballot], decimals: int | None
-    ) -> list[_Ballot]:
+        self, ctx: Context, messages: tuple[Message, ...], ballots: list[Ballot], decimals: int | None
+    ) -> list[Ballot]:
         """Sampled programs, one at a time, while every program so far abstained, retries are
         left, and the budget holds twice the mean program's tokens (the rest is for the
         chain-of-thought fallback)."""
-        drawn: list[_Ballot] = []
+        drawn: list[Ballot] = []
         for _ in range(self.retries):
             if any(b.key for b in [*ballots, *drawn]):
                 break
@@ -270,21 +270,21 @@ class ProgramOfThought(Strategy):
             written = await ctx.generate(1, parent_id=ctx.trace.root.id, action="program", messages=messages,
                                          temperature=temperature, max_tokens=self._max_tokens(ctx), offer=False,
                                          shaped=False)  # fmt: skip
-            drawn.extend([await self._execute(ctx, g, decimals) for g in written])
+            drawn.extend([await self.execute(ctx, g, decimals) for g in written])
         return drawn
 
     @staticmethod
-    def _tally(ballots: list[_Ballot]) -> dict[str, float]:
+    def tally(ballots: list[Ballot]) -> dict[str, float]:
         votes: dict[str, float] = {}
         for ballot in ballots:
             if ballot.key:
                 votes[ballot.key] = votes.get(ballot.key, 0.0) + ballot.weight
         return votes
 
-    async def _wave(
+    async def draw_wave(
         self, ctx: Context, messages: tuple[Message, ...], programs: int, cot: int, *, first: bool,
         decimals: int | None,
-    ) -> list[_Ballot]:  # fmt: skip
+    ) -> list[Ballot]:  # fmt: skip
         """Draw ``programs`` programs and ``cot`` chain-of-thought samples, then run every
         program in the sandbox concurrently. The very first program is greedy and drawn alone,
         so a policy that fails at once fails before anything else is spent."""
@@ -304,20 +304,20 @@ class ProgramOfThought(Strategy):
         drawn = dict(zip((r.action for r in wanted), await ctx.generate_many(wanted), strict=True)) if wanted else {}
         written += drawn.get("program", [])
         thoughts = drawn.get("generate", [])
-        ballots = list(await asyncio.gather(*(self._execute(ctx, g, decimals) for g in written)))
-        ballots.extend(self._cot_ballot(g, decimals) for g in thoughts)
+        ballots = list(await asyncio.gather(*(self.execute(ctx, g, decimals) for g in written)))
+        ballots.extend(self.thought_ballot(g, decimals) for g in thoughts)
         return ballots
 
     def _max_tokens(self, ctx: Context) -> int:
         return min(ctx.sampling.max_tokens, PROGRAM_MAX_TOKENS)
 
-    def _cot_ballot(self, generated: Generated, decimals: int | None) -> _Ballot:
-        return _Ballot(generated, normalize_for_vote(generated.text, decimals=decimals), self.cot_weight, thought=True)
+    def thought_ballot(self, generated: Generated, decimals: int | None) -> Ballot:
+        return Ballot(generated, normalize_for_vote(generated.text, decimals=decimals), self.cot_weight, thought=True)
 
-    async def _execute(self, ctx: Context, generated: Generated, decimals: int | None) -> _Ballot:
+    async def execute(self, ctx: Context, generated: Generated, decimals: int | None) -> Ballot:
         program = program_source(generated.text)
         if program is None:
-            return _Ballot(generated, "", 1.0)
+            return Ballot(generated, "", 1.0)
         run = await ctx.run_program(program, generated.node.id, wall_seconds=self.timeout_s)
         answer = program_answer(run.stdout) if run.status == "ok" else None
         key, guess = program_vote(program, answer, question_text(ctx.problem), decimals)
@@ -326,12 +326,12 @@ class ProgramOfThought(Strategy):
             execution.answer = key
         if guess is not None:
             ctx.event(ctx.label(generated.node.id, "program"), f"abstains: it {guess} ({answer!r})")
-        return _Ballot(
+        return Ballot(
             generated, key, 1.0, program=program, output=run.stdout if key else "", answer=answer or "",
             abstained=guess or "",
         )  # fmt: skip
 
-    def signals(self, ballots: list[_Ballot], winner: str, *, fell_back: bool = False) -> ConfidenceSignals | None:
+    def signals(self, ballots: list[Ballot], winner: str, *, fell_back: bool = False) -> ConfidenceSignals | None:
         """The vote's confidence signals, as the calibration replay computes them (``Pricer.pot_run``)."""
         family = HYBRID if self.cot > 0 else POT
         if fell_back:
@@ -345,8 +345,8 @@ class ProgramOfThought(Strategy):
         return vote_signals(family, [b.key for b in ballots], [b.weight for b in ballots], winner,
                             programs_agree=agree)  # fmt: skip
 
-    async def _decide(self, ctx: Context, ballots: list[_Ballot], saved: int, *, fell_back: bool = False) -> Outcome:
-        votes = self._tally(ballots)
+    async def decide(self, ctx: Context, ballots: list[Ballot], saved: int, *, fell_back: bool = False) -> Outcome:
+        votes = self.tally(ballots)
         total = sum(b.weight for b in ballots) or 1.0
         if not votes:
             ctx.trace.add(ctx.trace.root.id, "vote", text="", score=0.0, visits=0)
