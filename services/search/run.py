@@ -186,6 +186,11 @@ def _result(job: orchestrator_pb2.SearchJob, execution: Execution, ctx: Context)
         candidates_saved=ctx.early_stop_saved,
         tokens_saved=_tokens_saved(ctx),
     )
+    if ctx.course is not None:
+        result.adaptive.CopyFrom(orchestrator_pb2.AdaptiveCourse(
+            first_wave=ctx.course.first_wave, first_wave_settled=ctx.course.first_wave_settled,
+            steps=ctx.course.steps, stopped=ctx.course.stopped,
+        ))  # fmt: skip
     confidence = answer_confidence(choice.signals, ctx.problem) if choice is not None else None
     if confidence is not None:  # absent, not 0, where the strategy had no signal
         result.confidence = confidence

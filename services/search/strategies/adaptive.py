@@ -38,7 +38,7 @@ from services.search.strategies.base import Strategy
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated
 from services.search.strategies.program import Ballot, ProgramOfThought, program_messages
-from services.search.strategies.results import Choice, Outcome
+from services.search.strategies.results import Choice, Course, Outcome
 from services.search.strategies.text import question_text
 
 
@@ -92,21 +92,27 @@ class Adaptive(Strategy):
         programs = program_messages(ctx.problem)
         voter = self._voter(0)
         node = ctx.trace.add(ctx.trace.root.id, "adaptive", text="", score=0.0, visits=0)
+        course = ctx.course = Course(self.first_wave)
         ballots: list[Ballot] = []
         ballots += await self._draw(ctx, voter, programs, self.start, self.first_wave, decimals, first=True)
-        log = [f"first wave: {self.first_wave} {self.start}(s)"]
+        reason = policy.settled(self._view(ballots), self.confidence, start=self.start)
+        course.first_wave_settled = bool(reason)
         index = 0
-        while not (reason := policy.settled(self._view(ballots), self.confidence, start=self.start)):
+        while not reason:
             step = policy.next_step(index, len(ballots), self.n, self.steps, self.start,
                                     can_escalate=ctx.escalation is not None)  # fmt: skip
             if step is None or ctx.budget.tokens_left() <= 0:
                 reason = "cap"
                 break
             index += 1
-            log.append(f"{step.step}: {step.size} {step.modality}(s)")
-            ctx.event("adaptive", f"unsettled after {len(ballots)}: {log[-1]}")
+            where = " on the larger deployment" if step.escalate else ""
+            course.steps.append(f"{step.step}: {step.size} {step.modality}(s){where}")
+            ctx.event("adaptive", f"unsettled after {len(ballots)}: {course.steps[-1]}")
             ballots += await self._draw(ctx, voter, programs, step.modality, step.size, decimals,
                                         first=False, on=ctx.escalation if step.escalate else None)  # fmt: skip
+            reason = policy.settled(self._view(ballots), self.confidence, start=self.start)
+        course.stopped = reason
+        log = [f"first wave: {self.first_wave} {self.start}(s)", *course.steps]
         node.text = f"{'; '.join(log)}; stopped: {reason} after {len(ballots)} candidate(s)"
         node.visits = len(ballots)
         ctx.event("adaptive", f"stopped ({reason}) after {len(ballots)} of at most {self.n} candidate(s)")

@@ -45,7 +45,7 @@ from services.search.strategies.calls import Generated, GenRequest, shown_text
 from services.search.strategies.config import Sampling
 from services.search.strategies.keys import VoteKeys
 from services.search.strategies.reasoning import NOUNS, ReasoningStream
-from services.search.strategies.results import Choice
+from services.search.strategies.results import Choice, Course
 from services.search.strategies.verifier_choice import VerifierChoice
 from services.search.trace import SeedStream, Trace
 
@@ -92,6 +92,7 @@ class Context:
         self.best: Choice | None = None
         self.candidates_generated = 0
         self.early_stop_saved = 0  # candidates an early stop left undrawn (see strategies/stopping.py)
+        self.course: Course | None = None  # the adaptive vote's course (strategies/adaptive.py)
         self.shape = shape
         self.keys = VoteKeys(shape.tools, shape.constraint)
         self.answers = answers  # answers wanted (SearchJob.answers)

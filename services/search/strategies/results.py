@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from services.common.confidence import ConfidenceSignals
@@ -52,3 +52,14 @@ class Choice:
 class Outcome:
     choice: Choice | None
     termination: Termination = "completed"
+
+
+@dataclass
+class Course:
+    """How an adaptive vote spent its compute (``SearchResult.adaptive``): the first wave's size,
+    whether it alone settled the vote, each later step, and why it stopped ("" while running)."""
+
+    first_wave: int
+    first_wave_settled: bool = False
+    steps: list[str] = field(default_factory=list)
+    stopped: str = ""

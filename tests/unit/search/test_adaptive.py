@@ -89,6 +89,8 @@ async def test_a_first_wave_that_agrees_stops_there() -> None:
     assert "The answer is 42." in result.answer
     node = next(n for n in trace.nodes if n.action == "adaptive")
     assert "stopped: agreed after 2" in node.text
+    course = result.adaptive
+    assert (course.first_wave, course.first_wave_settled, list(course.steps), course.stopped) == (2, True, [], "agreed")
 
 
 async def test_disagreeing_programs_bring_chains_of_thought_then_more_programs() -> None:
@@ -98,6 +100,8 @@ async def test_disagreeing_programs_bring_chains_of_thought_then_more_programs()
     node = next(n for n in trace.nodes if n.action == "adaptive")
     assert "other: 2 thought(s)" in node.text and "more: 4 program(s)" in node.text, node.text
     assert len(executor.runs) == 6  # 2 programs, 2 thoughts (no sandbox), 4 programs
+    assert not result.adaptive.first_wave_settled
+    assert list(result.adaptive.steps) == ["other: 2 thought(s)", "more: 4 program(s)"]
     assert "The answer is 10." in result.answer
 
 

@@ -146,7 +146,7 @@ class BudgetUse(_message.Message):
     def __init__(self, generated_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., policy_calls: _Optional[int] = ..., verifier_calls: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., sandbox_runs: _Optional[int] = ..., sandbox_seconds: _Optional[float] = ..., verifier_prompt_tokens: _Optional[int] = ..., verifier_cached_tokens: _Optional[int] = ..., verifier_generated_tokens: _Optional[int] = ..., probe_prompt_tokens: _Optional[int] = ..., probe_cached_tokens: _Optional[int] = ..., probe_generated_tokens: _Optional[int] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at", "reasoning", "confidence")
+    __slots__ = ("job_id", "answer", "finish_reason", "strategy", "termination", "budget_used", "candidates_generated", "verifier_score", "verifier_passed", "trace_id", "error", "answer_tokens", "candidates_saved", "tokens_saved", "tool_calls", "logprobs", "alternatives", "started_at", "reasoning", "confidence", "adaptive")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class SearchResult(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ADAPTIVE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     answer: str
     finish_reason: str
@@ -187,7 +188,20 @@ class SearchResult(_message.Message):
     started_at: float
     reasoning: str
     confidence: float
-    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ..., reasoning: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    adaptive: AdaptiveCourse
+    def __init__(self, job_id: _Optional[str] = ..., answer: _Optional[str] = ..., finish_reason: _Optional[str] = ..., strategy: _Optional[str] = ..., termination: _Optional[_Union[Termination, str]] = ..., budget_used: _Optional[_Union[BudgetUse, _Mapping]] = ..., candidates_generated: _Optional[int] = ..., verifier_score: _Optional[float] = ..., verifier_passed: _Optional[bool] = ..., trace_id: _Optional[str] = ..., error: _Optional[str] = ..., answer_tokens: _Optional[int] = ..., candidates_saved: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprob, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., started_at: _Optional[float] = ..., reasoning: _Optional[str] = ..., confidence: _Optional[float] = ..., adaptive: _Optional[_Union[AdaptiveCourse, _Mapping]] = ...) -> None: ...
+
+class AdaptiveCourse(_message.Message):
+    __slots__ = ("first_wave", "first_wave_settled", "steps", "stopped")
+    FIRST_WAVE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_WAVE_SETTLED_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    first_wave: int
+    first_wave_settled: bool
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    stopped: str
+    def __init__(self, first_wave: _Optional[int] = ..., first_wave_settled: _Optional[bool] = ..., steps: _Optional[_Iterable[str]] = ..., stopped: _Optional[str] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("text", "tool_calls", "finish_reason", "logprobs", "votes", "score", "reasoning")
