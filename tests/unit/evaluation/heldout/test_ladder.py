@@ -97,7 +97,8 @@ def test_a_routed_outcome_is_the_pinned_configurations_price_on_that_problem() -
 def test_a_route_the_pools_cannot_price_is_counted_not_dropped() -> None:
     pools = [text("a", True, [True] * 4), text("bb", True, [True] * 4)]
     outcomes = Outcomes.of(pools, price_all(PRICER, pools, CONFIGS), CONFIGS)
-    labels = {"high": {"a": "code_vote@4", "bb": "sc@4"}, "none": {"a": None, "bb": GREEDY}}
+    labels: dict[str, dict[str, str | None]] = {"high": {"a": "code_vote@4", "bb": "sc@4"},
+                                                "none": {"a": None, "bb": GREEDY}}  # fmt: skip
     groups = ladder(pools, labels, outcomes, unbounded(pools), ["none", "high"])
     high, none = groups[ALL]["routed"]["high"], groups[ALL]["routed"]["none"]
     assert (high.problems, high.unpriced, high.accuracy) == (1, 1, 1.0)
@@ -164,7 +165,7 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
     assert body["per_problem"][0]["efforts"]["none"]["config"] == GREEDY
     assert body["per_problem"][0]["efforts"]["high"]["route"] == "arithmetic, every bin, 4 problems"
     names = [c["name"] for c in body["checks"]]
-    assert len(names) == 8 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
+    assert len(names) == 7 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
     assert [k["task"] for k in body["frontier"]] == ["arithmetic"]  # per held-out kind, plotted
     assert body["frontier"][0]["problems"] == 2 and body["frontier"][0]["ladder"][0]["effort"] == "none"
     assert (img / "arithmetic.png").read_bytes().startswith(b"\x89PNG")

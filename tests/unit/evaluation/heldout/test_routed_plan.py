@@ -108,7 +108,7 @@ def test_report_body_without_a_fit_has_live_rows_and_no_offline_figure() -> None
     assert body["offline"] == {} and body["live"]["all"]["high"]["accuracy"] == 1.0
     assert "**pass**: high >= none" in body["markdown"]
     # no best fixed configuration is known without the fit: that check cannot pass
-    assert not next(c for c in body["checks"] if c["name"].startswith("all: routed within"))["passed"]
+    assert not next(c for c in body["checks"] if c["name"].startswith("per task kind: routed within"))["passed"]
 
 
 def test_provenance_hash_ignores_key_order() -> None:
