@@ -1,10 +1,11 @@
 """``python -m calibration <verb>``: the one command line of the calibration pipeline.
 
 The verbs stand side by side, one module each under :mod:`calibration.verbs`, in the order the
-data flows: the problem set, pools drawn through the real services and judged, their status and
-rescoring, the pricing table, the fitted routing table (``calibrate``), its held-out ladder,
-the live runs that check the simulator and measure what pools cannot price, the routed run
-through the gateway, the escalation report, the confidence model's fit and replays, and the
+data flows: the problem set, pools drawn through the real services, judged, and their code run
+on model-written inputs, their status and rescoring, the pricing table, the fitted routing table
+(``calibrate``), its held-out ladder, the live runs that check the simulator and measure what
+pools cannot price, the routed run through the gateway, the escalation report, the confidence
+model's fit and replays, and the
 pools exported as training data. A verb module has ``NAME``, ``HELP``, ``add_arguments(parser)``
 and ``run(args) -> int``; no verb imports another (what two share lives in :mod:`calibration.lib` or :mod:`evaluation`).
 """
@@ -17,6 +18,7 @@ import sys
 from types import ModuleType
 
 from calibration.verbs import (
+    behaviour,
     calibrate,
     confidence,
     draw,
@@ -41,6 +43,7 @@ VERBS: tuple[ModuleType, ...] = (
     problems,
     draw,
     judge,
+    behaviour,
     status,
     rescore,
     table,

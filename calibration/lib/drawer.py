@@ -9,7 +9,9 @@ time limit, and keyed with its answer rules (``program_answer``, then
 :func:`~services.search.strategies.program_checks.program_vote`: a program that computed
 nothing abstains with key "", as it does when served; ``python -m calibration rescore`` re-applies
 the rule to stored programs when it changes). Per code problem: a greedy completion and ``k`` sampled ones,
-each scored by the hidden tests in the sandbox.
+each scored by the hidden tests in the sandbox, then the model's own test inputs written and every
+candidate run on them as ``code_execution`` runs it (:mod:`~calibration.lib.code_runs`), so code
+chosen by execution is priced from the pool.
 
 With ``overlap`` (what :class:`~calibration.lib.pool_run.PoolRun` asks for) a problem's calls run
 at once: greedy and sampled, chains of thought and programs (and the run overlaps the problems
@@ -34,6 +36,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from calibration.lib.code_runs import tests_seed, with_behaviour
 from evaluation.pools.store import Call, Draw, DrawKind, PoolCandidate, ProblemPool, prompt_fingerprint
 from evaluation.problems.checkers import check_code, program_for
 from evaluation.problems.datasets import Problem
@@ -134,7 +137,10 @@ class PoolDrawer:
         messages = problem_messages(problem)
         draws: dict[str, Draw] = {}
         if problem.check == "code":
-            draws["code"] = await self._draw(problem, "code", messages, self.settings.code_max_tokens)
+            code = await self._draw(problem, "code", messages, self.settings.code_max_tokens)
+            seed = tests_seed(problem.id, self.settings.seed)
+            draws["code"] = await with_behaviour(code, messages, self._policy, self._executor, seed=seed,
+                                                 overlapped=self.overlap)  # fmt: skip
         else:
             cot = self._draw(problem, "cot", messages, self.settings.cot_max_tokens)
             program = self._draw(problem, "program", pot.program_messages(messages), self.settings.program_max_tokens)

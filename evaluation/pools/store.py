@@ -5,7 +5,9 @@ A pool holds, per problem, one :class:`Draw` per kind of sample (``cot``: chains
 ``program``: programs run in the sandbox; ``code``: function completions scored by hidden
 tests), each a greedy candidate followed by ``k`` sampled ones in draw order, and the policy
 calls that produced them (wall seconds, prompt and cached tokens), so a configuration's tokens
-and latency can be estimated from the calls it would have made.
+and latency can be estimated from the calls it would have made. A code draw also holds the
+inputs the model wrote for it and each candidate's behaviour on them (:class:`CodeTests`), so
+code chosen by running it is priced as served.
 
 Pools are written in chunks, one JSON Lines file per few problems: a header line with the
 chunk's provenance (the producing code's ``git describe --dirty``, the model's sha256, the
@@ -33,7 +35,7 @@ DrawKind = Literal["cot", "program", "code"]
 DRAW_KINDS: tuple[DrawKind, ...] = ("cot", "program", "code")
 POOL_SCHEMA = 1
 _CHUNK_RE = re.compile(r"^(?P<split>[a-z]+)-(?P<seq>\d{5})\.jsonl$")
-_OPTIONAL_WHEN_EMPTY = ("judge_tokens", "judge_s")
+_OPTIONAL_WHEN_EMPTY = ("judge_tokens", "judge_s", "behaviour", "asserted", "behaviour_s")
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,17 @@ class PoolCandidate:
     # the candidate's share of the verifier call that scored it (calibration/lib/judging.py)
     judge_tokens: dict[str, int] = field(default_factory=dict)
     judge_s: dict[str, float] = field(default_factory=dict)
+    # a code candidate run as ``code_execution`` runs it, on its draw's ``tests`` inputs: per
+    # input the canonical result or exception (services/search/strategies/code_harness.py) and
+    # whether the model's assertion held, and the sandbox seconds of that run; empty when it
+    # has no function to run (it abstains) or its draw has no tests yet
+    behaviour: list[str] = field(default_factory=list)
+    asserted: list[bool | None] = field(default_factory=list)
+    behaviour_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form. Judge costs are left out while empty, so a candidate no judge has
-        scored is stored exactly as before they existed (old chunks rewrite unchanged)."""
+        """The stored form. Judge costs and behaviour are left out while empty, so a candidate
+        without them is stored exactly as before they existed (old chunks rewrite unchanged)."""
         data = asdict(self)
         for name in _OPTIONAL_WHEN_EMPTY:
             if not data[name]:
@@ -104,20 +113,51 @@ class PoolCandidate:
 
 
 @dataclass(frozen=True)
+class CodeTests:
+    """The inputs ``code_execution`` runs a code draw's candidates on, written as it writes them
+    when served: the model's test text from one greedy policy call (``call``), the entry point
+    it was asked for, the literal inputs parsed from it (arguments and expected result as
+    source; ``None``: nothing asserted), and the fingerprint of the code that wrote, parsed
+    and ran them (``version``: calibration/lib/code_runs.py). Each candidate's results on these
+    inputs are its ``behaviour``, so code chosen by execution is priced offline."""
+
+    text: str
+    entry: str
+    cases: tuple[tuple[str, str | None], ...]
+    call: Call
+    version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "entry": self.entry, "cases": [list(c) for c in self.cases],
+                "call": self.call.to_dict(), "version": self.version}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CodeTests:
+        cases = tuple((str(args), None if expected is None else str(expected)) for args, expected in data["cases"])
+        return cls(data["text"], data["entry"], cases, Call(**data["call"]), data["version"])
+
+
+@dataclass(frozen=True)
 class Draw:
-    """A greedy candidate then ``k`` sampled ones of one kind, in draw order."""
+    """A greedy candidate then ``k`` sampled ones of one kind, in draw order; a code draw also
+    the inputs its candidates were run on (``tests``, once run)."""
 
     kind: DrawKind
     candidates: tuple[PoolCandidate, ...]
     calls: tuple[Call, ...]
     prompt: str = ""  # fingerprint of the messages drawn from (prompt_fingerprint); "" before it was kept
+    tests: CodeTests | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "calls": [c.to_dict() for c in self.calls],
-        } | ({"prompt": self.prompt} if self.prompt else {})
+        return (
+            {
+                "kind": self.kind,
+                "candidates": [c.to_dict() for c in self.candidates],
+                "calls": [c.to_dict() for c in self.calls],
+            }
+            | ({"prompt": self.prompt} if self.prompt else {})
+            | ({"tests": self.tests.to_dict()} if self.tests is not None else {})
+        )
 
     @property
     def greedy(self) -> PoolCandidate | None:
@@ -166,6 +206,7 @@ class ProblemPool:
                 candidates=tuple(PoolCandidate(**c) for c in raw["candidates"]),
                 calls=tuple(Call(**c) for c in raw["calls"]),
                 prompt=raw.get("prompt", ""),
+                tests=CodeTests.from_dict(raw["tests"]) if "tests" in raw else None,
             )
         probe = tuple(Call(**c) for c in data.get("latency_probe", ()))
         return cls(data["problem"], data["family"], data["kind"], data["split"], data["task_type"], draws, probe)

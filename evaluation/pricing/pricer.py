@@ -26,8 +26,12 @@ Configurations (``Config.family``), mirroring the strategies:
   ``n`` in one verifier call after the one batched generation, and the verifier's judge calls
   on a llama.cpp policy run one after another. A candidate without the judge's score or cost
   leaves the configuration unpriced for that problem;
-- ``code_greedy``, ``code_vote`` (vote on normalized source), ``code_pass`` (pass@n, the
-  oracle: a right candidate exists among ``n``; an upper bound, not a strategy).
+- ``code_greedy``, ``code_vote`` (vote on normalized source: a proxy that no strategy runs),
+  ``code_pass`` (pass@n, the oracle: a right candidate exists among ``n``; an upper bound, not
+  a strategy);
+- ``code_exec``: ``code_execution``, the greedy completion then ``n - 1`` sampled ones, chosen
+  by their behaviour on the model's own test inputs (:mod:`~.code_exec`); priced only where the
+  pool recorded that behaviour (``python -m calibration behaviour``).
 
 The early-stopping rule is passed in (``StopRule``): the orchestrator's own
 ``should_stop`` in production (:func:`stop_rule`), so the replay stops where the strategy would.
@@ -43,11 +47,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from evaluation.pools.store import Call, Draw, PoolCandidate, ProblemPool
+from evaluation.pricing.code_exec import replay, source_lengths
 from services.common.confidence import ConfidenceSignals
 from services.search.strategies.stopping import should_stop
 
 StopRule = Callable[[Mapping[str, float], float], bool]  # (votes per key, weight still to come) -> stop
-Family = Literal["cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass"]
+Family = Literal["cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass", "code_exec"]
 DEFAULT_LIMIT = 128
 
 
@@ -86,6 +91,9 @@ class Config:
         sampled = {d: len(pool.draws[d].sampled) for d in self.draws_needed()}
         if self.family == "pot":
             return self.n - 1 <= sampled["program"] and self.cot <= sampled["cot"]
+        if self.family == "code_exec":  # the greedy completion, then n - 1 sampled, run on recorded tests
+            code = pool.draws["code"]
+            return code.tests is not None and code.greedy is not None and self.n - 1 <= sampled["code"]
         if self.family in ("bon", "wvote"):
             cands = pool.draws["cot"].sampled
             return self.n <= len(cands) and all(judged(c, self.judge) for c in cands)
@@ -284,6 +292,8 @@ class Pricer:
             sampled = draw.sampled
             for idx in subsets(len(sampled), config.n, rng, self.limit, ordered=config.early_stop):
                 yield self.sampled_vote(draw, [sampled[i] for i in idx], config)
+        elif f == "code_exec":
+            yield from self._code_exec(pool.draws["code"], config, rng)
         else:
             yield from self._pot(pool, config, rng)
 
@@ -354,6 +364,15 @@ class Pricer:
         for p_idx, c_idx in pairs:
             order = ([greedy] if greedy is not None else []) + [sampled[i] for i in p_idx]
             yield self.pot_run(programs, cots, order, [cot_sampled[i] for i in c_idx], config)
+
+    def _code_exec(self, draw: Draw, config: Config, rng: random.Random) -> Iterator[Outcome]:
+        """``code_execution`` replayed over the greedy completion and every ``n - 1`` subset of
+        the sampled ones, as the strategy draws them (:func:`~.code_exec.replay`)."""
+        lengths = source_lengths(draw)
+        head = [draw.greedy] if draw.greedy is not None else []  # applies() holds it there
+        for idx in subsets(len(draw.sampled), config.n - 1, rng, self.limit):
+            run = replay(draw, [*head, *(draw.sampled[i] for i in idx)], lengths, self.latency.call)
+            yield Outcome(run.correct, run.generated, run.prompt, run.latency_s, run.agreement, run.signals)
 
     def pot_run(self, programs: Draw, cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
                  config: Config) -> Outcome:  # fmt: skip

@@ -62,7 +62,8 @@ def default_configs(k: int, judges: Sequence[str] = ()) -> list[Config]:
         configs += [Config(f"code_vote@{n}", "code_vote", n), Config(f"code_pass@{n}", "code_pass", n)]
         configs += [Config(f"bon@{n}:{j}", "bon", n, judge=j) for j in judges]
         configs += [Config(f"wvote@{n}:{j}", "wvote", n, judge=j) for j in judges]
-    for n in range(1, k + 2):
+    for n in range(1, k + 2):  # the greedy candidate and up to k sampled ones
+        configs.append(Config(f"code_exec@{n}", "code_exec", n))
         configs.append(Config(f"pot@{n}", "pot", n))
         if n > 3:
             configs.append(Config(f"pot@{n}:es", "pot", n, early_stop=True))

@@ -14,7 +14,9 @@ route its prompts get at serve time. A task type with calibration problems gets 
 own (``task_routes``), per difficulty bin where a bin holds enough problems; the default
 ``routes``, which serve every task type calibration never saw, are the configuration best on
 average across families (each family weighs one, so a family with many problems does not
-decide alone), fitted on the families answered in text (code needs code configurations).
+decide alone), fitted on the families answered in text (code needs code configurations: on
+code prompts the greedy completion competes with ``code_execution``, priced from the
+candidates' recorded behaviour on the model's own test inputs, :mod:`evaluation.pricing.code_exec`).
 
 The difficulty estimator, when embedding features are given, is a ridge on 1 - pass@1 of the
 pool's candidates (the gateway's zero-token estimator; bins at calibration quantiles). Every
@@ -50,7 +52,9 @@ from services.common.difficulty_features import FEATURE_SET
 GREEDY = "greedy"  # one greedy sample: cot_greedy on text problems, code_greedy on code ones
 TABLE_VERSION = 3
 ANY_BIN = "*"  # services/gateway/routing.py's one-route-for-every-bin key
-NOT_ROUTABLE = frozenset({"code_pass"})  # pass@n is an oracle (a right candidate exists), not a strategy
+# pass@n is an oracle (a right candidate exists), not a strategy; a vote on code text is what no
+# strategy runs (code_execution chooses by behaviour, priced as ``code_exec``)
+NOT_ROUTABLE = frozenset({"code_pass", "code_vote"})
 BIN_NAMES = ("easy", "medium", "hard")
 
 
@@ -361,8 +365,11 @@ def _estimator(
 
 
 def _counts(pools: Sequence[ProblemPool], task_of: Mapping[str, str]) -> dict[str, Any]:
+    code = [p.draws["code"] for p in pools if "code" in p.draws]
     return {
         "problems": len(pools),
+        # code_execution competes on code prompts only where every pool recorded its behaviour
+        **({"code_behaviour": f"{sum(d.tests is not None for d in code)} of {len(code)} code pools"} if code else {}),
         "families": dict(sorted(Counter(p.family for p in pools).items())),
         "kinds": dict(sorted(Counter(p.kind for p in pools).items())),
         "task_types": dict(sorted(Counter(task_of.values()).items())),

@@ -13,6 +13,7 @@ from typing import Any
 
 from evaluation.pools.store import ProblemPool
 from evaluation.pricing.pricer import Config
+from services.search.strategies.code_execution import TESTS_MAX_TOKENS
 
 
 def route_of(config: Config, pools: Sequence[ProblemPool]) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def route_of(config: Config, pools: Sequence[ProblemPool]) -> dict[str, Any]:
         route = {"strategy": "program_of_thought", "n": config.n, "params": params}
     elif f in ("bon", "wvote"):
         route = {"strategy": "best_of_n" if f == "bon" else "weighted_vote", "n": config.n, "verifier": config.judge}
-    elif f == "code_vote":
+    elif f == "code_exec":
         route = {"strategy": "code_execution", "n": config.n}
     else:
         raise ValueError(f"{config.name}: {f} is not a strategy a route can run")
@@ -51,8 +52,9 @@ def token_cap(config: Config, pools: Sequence[ProblemPool]) -> int:
     f = config.family
     if f in ("cot_greedy", "code_greedy"):
         return max(_cap(pools, "cot", 0), _cap(pools, "code", 0))
-    if f == "code_vote":
-        return config.n * _cap(pools, "code", -1)
+    if f == "code_exec":  # n completions and the test-writing call, capped as the strategy caps it
+        cap = _cap(pools, "code", -1)
+        return config.n * cap + min(cap, TESTS_MAX_TOKENS)
     if f == "pot":
         fallback = _cap(pools, "cot", 0) if config.cot == 0 else 0
         return config.n * _cap(pools, "program", -1) + config.cot * _cap(pools, "cot", -1) + fallback

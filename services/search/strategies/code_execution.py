@@ -42,16 +42,14 @@ from services.search.strategies.code_behaviour import (
     Cluster,
     Entry,
     called_name,
-    candidate_source,
     clusters,
     context_imports,
     dual_agreement,
-    function_to_call,
     parse_tests,
     problem_entry_point,
     tied_with_first,
 )
-from services.search.strategies.code_harness import harness, parse_run
+from services.search.strategies.code_harness import parse_run, runnable
 from services.search.strategies.config import StrategyInput, read_n
 from services.search.strategies.context import Context, Generated, GenRequest
 from services.search.strategies.results import Choice, Outcome
@@ -202,20 +200,18 @@ class CodeExecution(Strategy):
     ) -> Entry | None:
         """Run one candidate on every input (one sandbox execution); None when it has no
         function to call (it abstains without spending a run)."""
-        source = candidate_source(generated.text)
-        name = function_to_call(source, entry) if source is not None else None
-        if source is None or name is None:
+        ready = runnable(generated.text, entry, tests, imports=imports, input_timeout_s=self.input_timeout_s,
+                         timeout_s=self.timeout_s)  # fmt: skip
+        if ready is None:
             return None
         if not tests:  # nothing to observe: every candidate with a function behaves alike
-            return Entry(index, len(source), Behaviour((), ()))
-        wall = min(self.timeout_s, 2.0 + self.input_timeout_s * (len(tests) + 2))
-        program = harness(source, name, tests, imports=imports, limit_s=self.input_timeout_s)
-        run = await ctx.run_program(program, generated.node.id, wall_seconds=wall)
+            return Entry(index, ready.length, Behaviour((), ()))
+        run = await ctx.run_program(ready.program, generated.node.id, wall_seconds=ready.wall_seconds)
         behaviour = parse_run(run.stdout, len(tests))
         execution = ctx.trace.get(generated.node.id).execution
         if execution is not None:  # the behaviour's fingerprint: equal for candidates of one cluster
             execution.answer = hashlib.sha256("\n".join(behaviour.results).encode()).hexdigest()[:12]
-        return Entry(index, len(source), behaviour)
+        return Entry(index, ready.length, behaviour)
 
     async def _user_tests(self, ctx: Context, candidates: list[Generated], entries: list[Entry]) -> None:
         """Score every runnable candidate on the user's tests (one verifier call)."""

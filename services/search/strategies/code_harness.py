@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from services.search.strategies.code_behaviour import Behaviour, Case
+from services.search.strategies.code_behaviour import Behaviour, Case, candidate_source, function_to_call
 
 # A line the harness prints starts with this; anything the candidate prints is swallowed anyway.
 MARK = "@@ttc-case@@ "
@@ -112,6 +113,31 @@ def harness(code: str, name: str, tests: Sequence[Case], *, imports: str = "", l
         f"_TTC_MARK = {MARK!r}\n_TTC_SOURCE = {source!r}\n_TTC_NAME = {name!r}\n_TTC_LIMIT = {limit_s!r}\n"
         f"_TTC_CASES = [\n{cases}\n]\n{_HARNESS}"
     )
+
+
+@dataclass(frozen=True)
+class Runnable:
+    """A candidate ready for the sandbox: the harness program, the run's wall limit, and its
+    code's length (the ranking's tie-break: shorter first)."""
+
+    program: str
+    wall_seconds: float
+    length: int
+
+
+def runnable(text: str, entry: str | None, tests: Sequence[Case], *, imports: str = "", input_timeout_s: float,
+             timeout_s: float) -> Runnable | None:  # fmt: skip
+    """The run of one candidate's text on ``tests`` (one sandbox execution, every input under
+    ``input_timeout_s``, the whole within ``timeout_s``); None when it has no function to call
+    (it abstains without a run). The served strategy and the calibration pools both run
+    candidates through this, so a pool's behaviour is what serving would observe."""
+    source = candidate_source(text)
+    name = function_to_call(source, entry) if source is not None else None
+    if source is None or name is None:
+        return None
+    wall = min(timeout_s, 2.0 + input_timeout_s * (len(tests) + 2))
+    program = harness(source, name, tests, imports=imports, limit_s=input_timeout_s)
+    return Runnable(program, wall, len(source))
 
 
 def parse_run(stdout: str, count: int) -> Behaviour:

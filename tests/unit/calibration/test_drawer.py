@@ -11,7 +11,9 @@ from calibration.lib.drawer import DrawSettings, PoolDrawer, messages_fingerprin
 from evaluation.problems.datasets import Problem
 from services.gen.ttc.v1 import sandbox_pb2
 from services.search.interfaces import Candidate, GenerateCall, Generation, Message, ProgramRun
+from services.search.strategies import code_execution
 from services.search.strategies import program as pot
+from tests.helpers.local_executor import LocalExecutor
 
 
 class ScriptedPolicy:
@@ -98,18 +100,26 @@ def test_a_math_pool_holds_greedy_then_sampled_chains_and_programs() -> None:
     assert len(set(seeds)) == 4 and seeds == [c.seed for c in again.draws["cot"].candidates]
 
 
-def test_code_candidates_are_judged_by_the_hidden_tests_and_keep_their_source() -> None:
+def test_code_candidates_are_judged_by_the_hidden_tests_and_run_on_the_models_own_inputs() -> None:
     test = "def check(candidate):\n    assert candidate(2, 3) == 5\n"
     problem = Problem("humaneval/L1/HumanEval/0", "humaneval", 1, "def add(a, b):\n", "", check="code",
                       extra={"prompt": "def add(a, b):\n", "test": test, "entry_point": "add"})  # fmt: skip
+    written = "```python\nassert add(2, 3) == 5\nassert add(0, 0) == 0\n```"
     policy = ScriptedPolicy(
-        ["```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```"], []
-    )
-    pool = asyncio.run(PoolDrawer(policy, Python(), Tests(), DrawSettings(k=1)).draw(problem, "heldout"))  # type: ignore[arg-type]
+        ["```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```",
+         written], []
+    )  # fmt: skip
+    pool = asyncio.run(PoolDrawer(policy, LocalExecutor(), Tests(), DrawSettings(k=1)).draw(problem, "heldout"))  # type: ignore[arg-type]
     code = pool.draws["code"]
     assert [c.correct for c in code.candidates] == [True, False]
     assert "return a - b" in code.candidates[1].program and code.candidates[0].sandbox_s == 0.02
     assert pool.kind == "code" and set(pool.draws) == {"code"}
+    # the inputs code_execution would write and run, and what each candidate did on them
+    assert code.tests is not None and code.tests.entry == "add" and code.tests.cases == (("2, 3", "5"), ("0, 0", "0"))
+    assert policy.calls[-1]["messages"] == code_execution.tests_messages("def add(a, b):\n", "add", 8)
+    assert code.tests.call.max_tokens == 400 and code.tests.call.temperature == 0.0
+    assert [(c.behaviour, c.asserted) for c in code.candidates] == [(["5", "0"], [True, True]),
+                                                                   (["-1", "0"], [False, True])]  # fmt: skip
 
 
 def test_the_program_version_is_a_stable_fingerprint() -> None:

@@ -7,15 +7,12 @@ would run, not a fake of it.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from collections.abc import Sequence
 
 import pytest
 
 from services.common.errors import InvalidArgument
 from services.gen.ttc.v1 import orchestrator_pb2
-from services.search.interfaces import ProgramRun
 from services.search.run import run_search
 from services.search.strategies.code_behaviour import (
     Behaviour,
@@ -32,31 +29,11 @@ from services.search.strategies.code_behaviour import (
 from services.search.strategies.code_execution import TESTS_SYSTEM, CodeExecution
 from services.search.strategies.code_harness import harness, parse_run
 from services.search.strategies.config import StrategyInput
+from tests.helpers.local_executor import LocalExecutor
 from tests.helpers.search_fakes import PolicyCall, ScriptedPolicy, ScriptedVerifier
 from tests.helpers.search_jobs import make_job
 
 T = orchestrator_pb2
-
-
-class LocalExecutor:
-    """Runs the harness in a local interpreter, as the sandbox would (minus the isolation)."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    async def run(self, code: str, *, wall_seconds: float) -> ProgramRun:
-        self.runs.append(code)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-c", code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), wall_seconds)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return ProgramRun("timeout", wall_seconds=wall_seconds)
-        status = "ok" if proc.returncode == 0 else "runtime_error"
-        return ProgramRun(status, out.decode(), err.decode(), proc.returncode or 0, wall_seconds=0.05)  # type: ignore[arg-type]
 
 
 async def behaviour_of(code: str, tests: Sequence[Case], name: str = "f", limit_s: float = 0.5) -> Behaviour:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from evaluation.pools.store import Call, Draw, DrawKind, PoolCandidate, ProblemPool, task_type_of
+from evaluation.pools.store import Call, CodeTests, Draw, DrawKind, PoolCandidate, ProblemPool, task_type_of
 from evaluation.pricing.pricer import Config, LatencyModel, Pricer
 from evaluation.routing.route_fit import FitSettings, fit
 from evaluation.routing.served_routes import route_of
@@ -156,17 +157,43 @@ def test_a_configuration_priced_on_some_problems_of_a_group_does_not_compete_the
     assert strategies == {"single"}  # greedy is the one configuration every member prices
 
 
-def test_code_prompts_route_to_code_configurations_and_pass_at_n_is_never_a_route() -> None:
-    pools = [_pool(f"k{i}", CODE, "humaneval", "code", code=_draw("code", False, (True, True, False, False), 80))
-             for i in range(3)]  # fmt: skip
-    table = fit(pools, FREE, configs()).table
+def _code_draw(greedy: bool, sampled: Sequence[bool], *, run: bool = True) -> Draw:
+    """A code draw whose candidates ran on two recorded inputs: right ones all behave alike,
+    each wrong one its own way (nothing asserted: the larger cluster decides)."""
+    draw = _draw("code", greedy, sampled, 80)
+    ran = tuple(
+        replace(c, text=f"```python\ndef add(a, b):\n    return a + b + {c.index} * 0\n```",
+                behaviour=["3", "4"] if c.correct else [f"w{c.index}", "0"], asserted=[None, None])
+        for c in draw.candidates
+    )  # fmt: skip
+    inputs: tuple[tuple[str, str | None], ...] = (("1, 2", None), ("2, 2", None))
+    tests = CodeTests("add(1, 2)\nadd(2, 2)", "add", inputs, Call(1, 0.0, 256, 30, 0, 40, 1.0), "v1")
+    return replace(draw, candidates=ran, tests=tests) if run else draw
+
+
+def test_code_prompts_route_to_code_execution_priced_by_behaviour_and_never_to_a_text_vote() -> None:
+    """The greedy completion is wrong, most sampled ones right: code_execution's largest
+    behaviour cluster is right, so efforts whose budget buys it route code there; the vote on
+    code text (code_vote) and pass@n are priced but never routed."""
+    pools = [_pool(f"k{i}", CODE, "humaneval", "code", code=_code_draw(False, (True, True, True, False)))
+             for i in range(4)]  # fmt: skip
+    every = [*configs(), Config("code_exec@2", "code_exec", 2), Config("code_exec@4", "code_exec", 4)]
+    table = fit(pools, FREE, every, settings=FitSettings(switch_z=0.0)).table
     code = routes_of(table, "code")
-    assert code["none"]["*"]["strategy"] == "single"
-    assert (code["xhigh"]["*"]["strategy"], code["xhigh"]["*"]["n"]) == ("code_execution", 4)
+    assert code["none"]["*"]["strategy"] == "single" and code["none"]["*"]["expected"]["accuracy"] == 0.0
+    assert code["xhigh"]["*"]["strategy"] == "code_execution" and code["xhigh"]["*"]["n"] == 4
+    assert code["xhigh"]["*"]["expected"]["accuracy"] == 1.0  # three right of four sampled plus a wrong greedy
+    assert code["xhigh"]["*"]["token_budget"] == 4 * 256 + 256  # four completions and the tests, at the caps
     names = {r["strategy"] for bins in code.values() for r in bins.values()}
-    assert names <= {"single", "code_execution"}
-    with pytest.raises(ValueError, match="not a strategy"):
-        route_of(Config("code_pass@4", "code_pass", 4), pools)
+    assert names == {"single", "code_execution"}
+    assert table["provenance"]["code_behaviour"] == "4 of 4 code pools"
+    unrun = [_pool(f"k{i}", CODE, "humaneval", "code", code=_code_draw(False, (True,) * 4, run=False))
+             for i in range(4)]  # fmt: skip
+    plain = fit(unrun, FREE, every, settings=FitSettings(switch_z=0.0)).table
+    assert {r["strategy"] for bins in routes_of(plain, "code").values() for r in bins.values()} == {"single"}
+    for oracle in ("code_pass", "code_vote"):
+        with pytest.raises(ValueError, match="not a strategy"):
+            route_of(Config(f"{oracle}@4", oracle, 4), pools)
 
 
 def test_routes_run_the_configuration_as_priced() -> None:
