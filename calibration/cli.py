@@ -29,6 +29,7 @@ from calibration.verbs import (
     learned_router,
     live,
     lofo,
+    modality,
     problems,
     rescore,
     routed,
@@ -58,6 +59,7 @@ VERBS: tuple[ModuleType, ...] = (
     confidence,
     served_replay,
     learned_router,
+    modality,
     export,
 )
 

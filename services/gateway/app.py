@@ -24,6 +24,7 @@ from services.gateway.fleet import PolicyFleet, RoutedPolicy, fleet_targets, par
 from services.gateway.limits import Limiter
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware import ObserveMiddleware
+from services.gateway.modality import load_modality_models, modality_classifiers
 from services.gateway.model_tables import ModelRouting, TableFile, check_escalation, load_model_tables
 from services.gateway.planning import Planner
 from services.gateway.responses.service import ResponsesService
@@ -73,6 +74,7 @@ def build_app(
         f.table.estimator for f in [tables.default, *tables.by_model.values()] if f.table.estimator.kind == "embedding"
     ]
     encoder = load_encoder(embedding[0]) if embedding else None
+    modality = modality_classifiers(load_modality_models(settings.modality_models), encoder)
     fleet_targets(settings.policy_target, settings.policy_targets)
     auth = Authenticator(parse_api_keys(settings.api_keys), parse_api_keys(settings.admin_api_keys))
     base_metrics = ServiceMetrics("gateway")
@@ -108,6 +110,7 @@ def build_app(
             model_defaults,
             validate_job,
             {model: routing(source) for model, source in tables.by_model.items()},
+            modality,
         )
         limiter = Limiter(client, settings.rate_limit_per_minute, settings.token_limit_per_minute)
         sessions = Sessions(planner, jobs_queue, limiter, metrics, settings.job_timeout_s, settings.retry_after_s)

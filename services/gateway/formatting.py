@@ -27,6 +27,7 @@ from services.gateway.protocol import (
     Effort,
     FunctionCallOut,
     JobErrorReport,
+    ModalityReport,
     StrategyFallback,
     TokenLogprobOut,
     ToolCallOut,
@@ -62,6 +63,7 @@ def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCRe
         difficulty=record.difficulty,
         difficulty_bin=record.difficulty_bin,
         task_type=record.task_type,
+        modality=ModalityReport(**record.modality.model_dump()) if record.modality else None,
         candidates_generated=result.candidates_generated,
         early_stop=EarlyStopReport(candidates_saved=result.candidates_saved, tokens_saved=result.tokens_saved)
         if result.candidates_saved

@@ -43,6 +43,7 @@ from services.gateway.errors import HTTPError, request_field, too_many
 from services.gateway.fleet import PolicyFleet
 from services.gateway.job_inputs import JobInputs, job_inputs
 from services.gateway.metrics import GatewayMetrics
+from services.gateway.modality import ModalityClassifier
 from services.gateway.model_tables import ModelRouting
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest, Effort, top_logprobs_of
 from services.gateway.routing import Route, RoutingTable, apply_overrides
@@ -50,17 +51,12 @@ from services.gateway.settings import GatewaySettings
 from services.gateway.tracing import admission_attributes, tracer
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import compat, validation
-from services.jobs.record import JobKind, JobRecord, ProbeTokens, RecordBudget, StrategyFallback
+from services.jobs.record import JobKind, JobRecord, ModalityChoice, ProbeTokens, RecordBudget, StrategyFallback
 from services.jobs.validation import JobValidator
 
 DEFAULT_TEMPERATURE = 0.7
 # Where each compat feature comes from in the request (for error messages).
-_FEATURE_FIELDS = {
-    "tools": "tools",
-    "response_format": "response_format",
-    "logprobs": "logprobs",
-    "answers": "n > 1",
-}
+_FEATURE_FIELDS = {"tools": "tools", "response_format": "response_format", "logprobs": "logprobs", "answers": "n > 1"}
 
 
 @dataclass
@@ -74,6 +70,7 @@ class Plan:
     difficulty_bin: str | None = None
     probe: Estimate | None = None
     task_type: TaskType | None = None
+    modality: ModalityChoice | None = None
     fallback: StrategyFallback | None = None
 
     def record(
@@ -101,6 +98,7 @@ class Plan:
             difficulty=self.difficulty,
             difficulty_bin=self.difficulty_bin,
             task_type=self.task_type,
+            modality=self.modality,
             strategy=self.job.strategy.name,
             n=self.job.strategy.n,
             verifier=self.job.strategy.verifier,
@@ -171,13 +169,15 @@ class Planner:
         model_defaults: dict[str, Effort],
         validate_job: JobValidator = validation.validate,
         per_model: Mapping[str, ModelRouting] | None = None,
+        modality: Mapping[str, ModalityClassifier] | None = None,
     ) -> None:
         """``table`` and ``estimator`` route every model that ``per_model`` (served name → its own
-        table, ``TTC_GATEWAY_ROUTING_TABLES``) does not name."""
+        table, ``TTC_GATEWAY_ROUTING_TABLES``) does not name; ``modality``: each one's classifier."""
         self.settings = settings
         self.validate_job = validate_job
         self.default_routing = ModelRouting(table, estimator)
         self.per_model = dict(per_model or {})
+        self.modality = dict(modality or {})
         self.watch = watch
         self.metrics = metrics
         self.model_defaults = model_defaults
@@ -194,8 +194,9 @@ class Planner:
         pinned = req.ttc is not None and req.ttc.strategy is not None
         inputs, max_tokens = self.check(req)
         admission = self.admit(req, queue_depth, max_tokens)
-        task, estimate = await self.difficulty(admission, inputs, pinned)
+        task, estimate, modality = await self.difficulty(admission, inputs, pinned)
         plan = self.route(req, inputs, admission, task, estimate, owner)
+        plan.modality = modality
         self.validate(plan.job, pinned)
         return self.admitted(plan, admission)
 
@@ -255,19 +256,22 @@ class Planner:
 
     async def difficulty(
         self, admission: Admission, inputs: JobInputs, pinned: bool
-    ) -> tuple[TaskType, Estimate | None]:
-        """Task and difficulty: the task type (pure text rules, no tokens), and the difficulty
-        estimate when the route needs one and the request will be served."""
-        task = classify_task(estimation_text(inputs.texts, inputs.prompt))
+    ) -> tuple[TaskType, Estimate | None, ModalityChoice | None]:
+        """Task and difficulty: the task type (text rules, then for an ``open`` prompt the modality
+        classifier; no tokens), and the difficulty estimate when the route needs one and it will be served."""
+        text = estimation_text(inputs.texts, inputs.prompt)
+        task = classify_task(text)
+        if pinned or admission.refused:
+            return task, None, None
+        classifier = self.modality.get(admission.model)
+        task, modality = await classifier.route(admission.decision.effort, task, text) if classifier else (task, None)
         routing = self.routing(admission.model)
-        if pinned or admission.refused or routing.estimator is None:
-            return task, None
-        if not routing.table.needs_difficulty(admission.decision.effort, task):
-            return task, None
+        if routing.estimator is None or not routing.table.needs_difficulty(admission.decision.effort, task):
+            return task, None, modality
         with tracer.start_as_current_span("gateway/difficulty") as span:
             estimate = await routing.estimator.estimate(admission.model, inputs.texts, inputs.prompt)
             span.set_attribute("ttc.difficulty", estimate.difficulty)
-        return task, estimate
+        return task, estimate, modality
 
     def route(
         self,

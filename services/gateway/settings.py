@@ -90,6 +90,13 @@ class GatewaySettings(BaseSettings):
         "Other models use routing_table and their card says they are not calibrated. Shipped: Qwen2.5-Coder-0.5B's "
         "table, fitted on its calibration pools (`make routing-table`; docs/effort-ladder.md).",
     )
+    modality_models: str = Field(
+        "qwen2.5-coder-0.5b=services/gateway/routing/modality.qwen2.5-coder-0.5b.json",
+        description="Per-model modality classifiers, `model=path,...` (`python -m calibration modality` writes "
+        "`modality.<model>.json`): at the efforts a file names, an `open` prompt goes to the program-of-thought "
+        "routes where the classifier finds a program better (`ttc.modality`). Each file is validated at start-up; "
+        "one that calibration left switched off costs nothing per request (docs/effort-ladder.md).",
+    )
     default_max_tokens: int = Field(
         512, ge=1, description="Per-candidate max_tokens when a request names none (chat completions)."
     )

@@ -71,6 +71,19 @@ class StrategyFallback(BaseModel):
     reason: str
 
 
+class ModalityChoice(BaseModel):
+    """The gateway's modality classifier on a prompt the task-type rules called ``open``: the
+    probability that a program answers it better, the threshold, and the modality routed
+    (``services/gateway/modality.py``; reported as ``ttc.modality``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    task_type_by_rule: str
+    program_probability: float
+    threshold: float
+    modality: Literal["program", "thought"]
+
+
 class JobRecord(BaseModel):
     """One job's stored record: the gateway's formatting fields plus the status fields."""
 
@@ -89,6 +102,7 @@ class JobRecord(BaseModel):
     difficulty: float | None = None
     difficulty_bin: str | None = None
     task_type: str | None = None
+    modality: ModalityChoice | None = None
     strategy: str = ""
     n: int = 1
     verifier: str = ""

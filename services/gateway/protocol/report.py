@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from services.gateway.protocol.common import Effort
@@ -101,6 +103,17 @@ class StrategyFallback(BaseModel):
     reason: str = Field(..., description="Why the requested one could not run (the feature it lacks).")
 
 
+class ModalityReport(BaseModel):
+    """How the modality classifier routed a prompt the task-type rules called ``open``."""
+
+    task_type_by_rule: str = Field(..., description="What the rules said: open.")
+    program_probability: float = Field(..., ge=0.0, le=1.0, description="P(a program answers it better).")
+    threshold: float = Field(..., description="The probability at or above which it is routed to a program.")
+    modality: Literal["program", "thought"] = Field(
+        ..., description="program: routed as computable (program of thought); thought: routed as open."
+    )
+
+
 class TTCReport(BaseModel):
     """Extension object (``"ttc"`` in the response): what the system did with the request."""
 
@@ -113,7 +126,12 @@ class TTCReport(BaseModel):
     degraded_by: list[str] = Field(default_factory=list, description="Admission signals that lowered the effort.")
     difficulty: float | None = None
     difficulty_bin: str | None = None
-    task_type: str | None = Field(None, description="arithmetic, math_word, code or open: what the router saw.")
+    task_type: str | None = Field(
+        None, description="arithmetic, math_word, code, computable or open: what the router saw."
+    )
+    modality: ModalityReport | None = Field(
+        None, description="Set where the modality classifier decided an open prompt's route (efforts minimal, low)."
+    )
     candidates_generated: int = 0
     early_stop: EarlyStopReport | None = Field(
         None, description="Set when adaptive early stopping left candidates undrawn because the vote was settled."
