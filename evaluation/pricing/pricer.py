@@ -47,13 +47,19 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from evaluation.pools.store import Call, Draw, PoolCandidate, ProblemPool
-from evaluation.pricing.code_exec import replay, source_lengths
+from evaluation.pricing.adaptive import AdaptiveSpec, replay
+from evaluation.pricing.code_exec import replay as code_replay
+from evaluation.pricing.code_exec import source_lengths
 from services.common.confidence import ConfidenceSignals
+from services.search.strategies.adaptive_policy import parse_order
 from services.search.strategies.stopping import should_stop
 
 StopRule = Callable[[Mapping[str, float], float], bool]  # (votes per key, weight still to come) -> stop
-Family = Literal["cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass", "code_exec"]
+Family = Literal[
+    "cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass", "code_exec", "adaptive"
+]
 DEFAULT_LIMIT = 128
+ADAPTIVE_ORDERINGS = 8  # random orderings of the sampled candidates each adaptive configuration is replayed on
 
 
 def stop_rule(confidence: float) -> StopRule:
@@ -77,11 +83,15 @@ class Config:
     early_stop: bool = False
     first_wave: int = 3
     judge: str = ""
+    # the adaptive vote's policy (family "adaptive"; ``n`` is its cap, ``cot_weight`` its thoughts' weight)
+    start: str = "program"
+    steps: str = ""
+    confidence: float = 0.0
 
     def draws_needed(self) -> tuple[str, ...]:
         if self.family.startswith("code"):
             return ("code",)
-        if self.family == "pot":
+        if self.family in ("pot", "adaptive"):
             return ("program", "cot")
         return ("cot",)
 
@@ -91,6 +101,8 @@ class Config:
         sampled = {d: len(pool.draws[d].sampled) for d in self.draws_needed()}
         if self.family == "pot":
             return self.n - 1 <= sampled["program"] and self.cot <= sampled["cot"]
+        if self.family == "adaptive":  # a cap above the pool's size replays what the pool holds
+            return pool.draws["program"].greedy is not None and pool.draws["cot"].greedy is not None
         if self.family == "code_exec":  # the greedy completion, then n - 1 sampled, run on recorded tests
             code = pool.draws["code"]
             return code.tests is not None and code.greedy is not None and self.n - 1 <= sampled["code"]
@@ -294,6 +306,8 @@ class Pricer:
                 yield self.sampled_vote(draw, [sampled[i] for i in idx], config)
         elif f == "code_exec":
             yield from self._code_exec(pool.draws["code"], config, rng)
+        elif f == "adaptive":
+            yield from self._adaptive(pool, config, rng)
         else:
             yield from self._pot(pool, config, rng)
 
@@ -371,8 +385,30 @@ class Pricer:
         lengths = source_lengths(draw)
         head = [draw.greedy] if draw.greedy is not None else []  # applies() holds it there
         for idx in subsets(len(draw.sampled), config.n - 1, rng, self.limit):
-            run = replay(draw, [*head, *(draw.sampled[i] for i in idx)], lengths, self.latency.call)
+            run = code_replay(draw, [*head, *(draw.sampled[i] for i in idx)], lengths, self.latency.call)
             yield Outcome(run.correct, run.generated, run.prompt, run.latency_s, run.agreement, run.signals)
+
+    def _adaptive(self, pool: ProblemPool, config: Config, rng: random.Random) -> Iterator[Outcome]:
+        """The adaptive vote replayed on ``ADAPTIVE_ORDERINGS`` random orderings of the sampled
+        candidates (the greedy ones first, as drawn), each step one engine call
+        (:func:`~.adaptive.replay`)."""
+        programs, cots = pool.draws["program"], pool.draws["cot"]
+        spec = AdaptiveSpec(config.n, "thought" if config.start == "thought" else "program", config.first_wave,
+                            parse_order(config.steps), config.confidence, config.cot_weight)  # fmt: skip
+        calls = {"program": programs.calls, "thought": cots.calls}
+        for _ in range(ADAPTIVE_ORDERINGS):
+            run = replay(spec, (programs.greedy, rng.sample(programs.sampled, len(programs.sampled))),
+                         (cots.greedy, rng.sample(cots.sampled, len(cots.sampled))))  # fmt: skip
+            prompt, latency = 0, 0.0
+            for i, step in enumerate(run.steps):
+                call = calls[step.modality][0 if i == 0 else -1]
+                uncached = call.prompt_tokens if i == 0 else _uncached(call)
+                latency += self.latency.call(len(step.drawn), uncached, max(c.completion_tokens for c in step.drawn))
+                latency += max((c.sandbox_s for c in step.drawn), default=0.0)
+                prompt += call.prompt_tokens
+            ballots = [_ballot(c, 1.0 if s.modality == "program" else config.cot_weight)
+                       for s in run.steps for c in s.drawn]  # fmt: skip
+            yield Outcome(run.correct, run.generated, prompt, latency, agreement(ballots, winner(ballots)))
 
     def pot_run(self, programs: Draw, cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
                  config: Config) -> Outcome:  # fmt: skip

@@ -70,7 +70,37 @@ def default_configs(k: int, judges: Sequence[str] = ()) -> list[Config]:
         configs.append(Config(f"hybrid@{n}+cot2", "pot", n, cot=2))
         if n in (1, 2, 4, 8) and k >= 4:
             configs.append(Config(f"hybrid@{n}+cot4", "pot", n, cot=4))
-    return configs
+    return configs + adaptive_configs()
+
+
+# The adaptive vote's grid (evaluation/routing/adaptive_fit.py chooses in it): caps doubling from
+# ``medium`` up, stop confidences, step orders, starting modalities and the thoughts' weights.
+ADAPTIVE_CAPS = (4, 8, 16)
+ADAPTIVE_CONFIDENCES = (0.8, 0.85, 0.9, 0.95, 0.99)
+ADAPTIVE_ORDERS = ("other,more", "more,other", "more")
+ADAPTIVE_STARTS = ("program", "thought")
+ADAPTIVE_WEIGHTS = (0.5, 1.0)
+
+
+def adaptive_configs() -> list[Config]:
+    """Every adaptive configuration of the grid, labelled ``adaptive@<cap>:<start>:<steps>:w<weight>:c<confidence>``."""
+    return [
+        Config(
+            f"adaptive@{cap}:{start}:{steps}:w{weight:g}:c{c:g}",
+            "adaptive",
+            cap,
+            cot_weight=weight,
+            first_wave=2,
+            start=start,
+            steps=steps,
+            confidence=c,
+        )
+        for cap in ADAPTIVE_CAPS
+        for start in ADAPTIVE_STARTS
+        for steps in ADAPTIVE_ORDERS
+        for weight in ADAPTIVE_WEIGHTS
+        for c in ADAPTIVE_CONFIDENCES
+    ]
 
 
 def judges_in(pools: Sequence[ProblemPool]) -> list[str]:

@@ -40,18 +40,18 @@ import numpy as np
 from evaluation.pools.store import ProblemPool, task_type_of
 from evaluation.pricing.pricer import Config, Estimate, Pricer
 from evaluation.pricing.table import price_all
+from evaluation.routing.adaptive_fit import adaptive_routes, is_adaptive
 from evaluation.routing.difficulty import difficulty_bin, fit_ridge, quantile_edges, strictly_rising
 from evaluation.routing.live_join import LiveSet, join
 from evaluation.routing.live_join import provenance as live_provenance
 from evaluation.routing.route_choice import DEFAULT_Z, Guessed, best, choose_stable, effort_budgets
 from evaluation.routing.served_routes import route_of
-from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT, Choice, ConfigStats, ProblemStats
+from evaluation.routing.types import ANY_BIN, BUDGET_MULTIPLES, PREFILL_WEIGHT, Choice, ConfigStats, ProblemStats
 from evaluation.stats.intervals import bootstrap_interval
 from services.common.difficulty_features import FEATURE_SET
 
 GREEDY = "greedy"  # one greedy sample: cot_greedy on text problems, code_greedy on code ones
 TABLE_VERSION = 3
-ANY_BIN = "*"  # services/gateway/routing.py's one-route-for-every-bin key
 # pass@n is an oracle (a right candidate exists), not a strategy; a vote on code text is what no
 # strategy runs (code_execution chooses by behaviour, priced as ``code_exec``)
 NOT_ROUTABLE = frozenset({"code_pass", "code_vote"})
@@ -175,7 +175,7 @@ def choose(
     """Per effort, the stable choice (:func:`~.route_choice.choose_stable`: from the parent
     group's choice or the previous effort's, moved only by a paired margin on measured problems)
     among the configurations priced on all of ``stats``; ``none`` is the greedy sample."""
-    configs = covering(stats)
+    configs = [label for label in covering(stats) if not is_adaptive(label)]
     if GREEDY not in configs:
         raise ValueError("the greedy sample is not priced on every problem: budgets have no base")
     out = choose_stable(stats, configs, budgets, start=GREEDY, parent=parent, z=z, guessed=guessed)
@@ -280,6 +280,7 @@ def fit(
     for st in stats:
         if task_of[st.problem_id] not in task_routes:
             chosen[st.problem_id] = {effort: c.config for effort, c in default.items()}
+    _adapt(ctx, configs, routes, task_routes, text, stats, task_of, bin_of, chosen, s)
 
     table = {
         "version": TABLE_VERSION,
@@ -336,6 +337,34 @@ def _task_routes(
             b = bin_of.get(m.problem_id)
             chosen[m.problem_id][effort] = labels.get(b or "", choice.config)
     return out
+
+
+def _adapt(
+    ctx: _Context, configs: Sequence[Config], routes: dict[str, dict[str, Any]],
+    task_routes: dict[str, dict[str, dict[str, Any]]], text: Sequence[ProblemStats], stats: Sequence[ProblemStats],
+    task_of: Mapping[str, str], bin_of: Mapping[str, str], chosen: dict[str, dict[str, str]], s: FitSettings,
+) -> None:  # fmt: skip
+    """From ``medium`` up, the adaptive vote replaces the fixed routes wherever it is priced
+    (:mod:`~.adaptive_fit`): the default routes from every text problem, each task type's from its
+    own, binned as its fixed routes are (each bin's ``expected`` over its own problems)."""
+    fitted = adaptive_routes(text, configs, {ANY_BIN: text}, ctx.route, "default: every text problem")
+    if fitted is not None:
+        routes.update(fitted[0])
+        for st in stats:
+            if task_of[st.problem_id] not in task_routes:
+                chosen[st.problem_id] |= {e: c.name for e, c in fitted[1].efforts.items()}
+    for task, per_effort in task_routes.items():
+        members = [st for st in stats if task_of[st.problem_id] == task]
+        keys = list(next(iter(per_effort.values())))
+        groups = {ANY_BIN: members} if keys == [ANY_BIN] else {
+            key: [m for m in members if bin_of.get(m.problem_id) == key] for key in keys}  # fmt: skip
+        groups = {k: v if len(v) >= s.min_bin_problems else members for k, v in groups.items()}
+        adapted = adaptive_routes(members, configs, groups, ctx.route, task)
+        if adapted is None:
+            continue
+        per_effort.update(adapted[0])
+        for m in members:
+            chosen[m.problem_id] |= {e: c.name for e, c in adapted[1].efforts.items()}
 
 
 def _outcome(st: ProblemStats, label: str) -> dict[str, float]:

@@ -37,6 +37,10 @@ def route_of(config: Config, pools: Sequence[ProblemPool]) -> dict[str, Any]:
         route = {"strategy": "best_of_n" if f == "bon" else "weighted_vote", "n": config.n, "verifier": config.judge}
     elif f == "code_exec":
         route = {"strategy": "code_execution", "n": config.n}
+    elif f == "adaptive":
+        params = {"start": config.start, "first_wave": config.first_wave, "steps": config.steps,
+                  "confidence": config.confidence, "thought_weight": config.cot_weight}  # fmt: skip
+        route = {"strategy": "adaptive", "n": config.n, "params": params}
     else:
         raise ValueError(f"{config.name}: {f} is not a strategy a route can run")
     route["token_budget"] = max(1, token_cap(config, pools))
@@ -55,6 +59,8 @@ def token_cap(config: Config, pools: Sequence[ProblemPool]) -> int:
     if f == "code_exec":  # n completions and the test-writing call, capped as the strategy caps it
         cap = _cap(pools, "code", -1)
         return config.n * cap + min(cap, TESTS_MAX_TOKENS)
+    if f == "adaptive":  # at most every candidate of the cap, at the longer modality's cap
+        return config.n * max(_cap(pools, "program", -1), _cap(pools, "cot", -1))
     if f == "pot":
         fallback = _cap(pools, "cot", 0) if config.cot == 0 else 0
         return config.n * _cap(pools, "program", -1) + config.cot * _cap(pools, "cot", -1) + fallback

@@ -19,6 +19,7 @@ BUDGET_MULTIPLES = {"none": 1.0, "minimal": 1.0, "low": 2.0, "medium": 4.0, "hig
 # in generated-token equivalents, so a verifier that prefills long judge prompts is not
 # charged as if it had decoded them.
 PREFILL_WEIGHT = 0.25
+ANY_BIN = "*"  # services/gateway/routing.py's one-route-for-every-bin key
 
 
 @dataclass

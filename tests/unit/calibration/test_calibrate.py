@@ -96,8 +96,10 @@ def test_pools_on_disk_become_a_table_the_gateway_loads(tmp_path: Path, capsys: 
     assert code == 0
     path = tmp_path / "routing.org_m.json"
     table = load_routing_table(path)
-    route = table.route("high", None, "arithmetic")
+    route = table.route("low", None, "arithmetic")
     assert route.strategy == "program_of_thought" and route.expected is not None
+    adaptive = table.route("high", None, "arithmetic")  # from medium up: the adaptive vote
+    assert adaptive.strategy == "adaptive" and adaptive.n == 8 and adaptive.expected is not None
     assert route.expected.accuracy == 1.0 and route.expected.problems == 4
     assert table.route("none", None, "arithmetic").strategy == "single"
     raw = json.loads(path.read_text())
@@ -107,7 +109,7 @@ def test_pools_on_disk_become_a_table_the_gateway_loads(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert (
         "#### `arithmetic`" in out
-        and "| `high` | any | `program_of_thought`" in out
+        and "| `high` | any | `adaptive`" in out
         and "TTC_GATEWAY_ROUTING_TABLES=org/m=" in out
     )
 

@@ -163,7 +163,8 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
                                 "families": {"chain_sum": 2}}  # fmt: skip
     assert [r["id"] for r in body["per_problem"]] == ["h1", "h22"]
     assert body["per_problem"][0]["efforts"]["none"]["config"] == GREEDY
-    assert body["per_problem"][0]["efforts"]["high"]["route"] == "arithmetic, every bin, 4 problems"
+    assert body["per_problem"][0]["efforts"]["medium"]["route"].startswith("arithmetic, every bin, adaptive: ")
+    assert body["per_problem"][0]["efforts"]["low"]["route"] == "arithmetic, every bin, 4 problems"
     names = [c["name"] for c in body["checks"]]
     assert len(names) == 7 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
     assert [k["task"] for k in body["frontier"]] == ["arithmetic"]  # per held-out kind, plotted
