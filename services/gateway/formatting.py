@@ -14,6 +14,7 @@ from typing import cast
 
 from services.gateway.errors import HTTPError, JobFailed
 from services.gateway.protocol import (
+    AdaptiveReport,
     AssistantMessage,
     BudgetReport,
     BudgetUsed,
@@ -25,6 +26,7 @@ from services.gateway.protocol import (
     CompletionResponse,
     EarlyStopReport,
     Effort,
+    FirstWaveReport,
     FunctionCallOut,
     JobErrorReport,
     ModalityReport,
@@ -67,6 +69,12 @@ def report_of(result: orchestrator_pb2.SearchResult, record: JobRecord) -> TTCRe
         candidates_generated=result.candidates_generated,
         early_stop=EarlyStopReport(candidates_saved=result.candidates_saved, tokens_saved=result.tokens_saved)
         if result.candidates_saved
+        else None,
+        first_wave=FirstWaveReport(size=result.adaptive.first_wave, agreed=result.adaptive.first_wave_settled)
+        if result.HasField("adaptive")
+        else None,
+        adaptive=AdaptiveReport(steps=list(result.adaptive.steps), stopped=result.adaptive.stopped)
+        if result.HasField("adaptive")
         else None,
         verifier_verdict=verdict,
         confidence=result.confidence if result.HasField("confidence") else None,

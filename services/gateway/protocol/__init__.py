@@ -67,10 +67,12 @@ from services.gateway.protocol.replies import (
     TopLogprobOut,
 )
 from services.gateway.protocol.report import (
+    AdaptiveReport,
     BudgetReport,
     BudgetUsed,
     CompletionTokensDetails,
     EarlyStopReport,
+    FirstWaveReport,
     JobErrorReport,
     ModalityReport,
     PromptTokensDetails,
@@ -97,6 +99,7 @@ __all__ = [
     "MAX_COMPLETION_LOGPROBS",
     "MAX_TOP_LOGPROBS",
     "NO_EFFECT",
+    "AdaptiveReport",
     "AnyMessage",
     "AssistantMessage",
     "AssistantMessageParam",
@@ -121,6 +124,7 @@ __all__ = [
     "ErrorDetail",
     "ErrorResponse",
     "FinishReason",
+    "FirstWaveReport",
     "FunctionCallOut",
     "FunctionDefinition",
     "FunctionTool",

@@ -95,6 +95,20 @@ class EarlyStopReport(BaseModel):
     tokens_saved: int
 
 
+class FirstWaveReport(BaseModel):
+    """The adaptive vote's first wave: how many candidates it drew and whether they alone settled it."""
+
+    size: int
+    agreed: bool = Field(..., description="The first wave alone settled the vote (no further step was taken).")
+
+
+class AdaptiveReport(BaseModel):
+    """How the adaptive vote spent its compute after the first wave, and why it stopped."""
+
+    steps: list[str] = Field(default_factory=list, description="Each later step, e.g. 'other: 2 thought(s)'.")
+    stopped: str = Field("", description="agreed, confident, open (prose: nothing to vote on) or cap.")
+
+
 class StrategyFallback(BaseModel):
     """The routed strategy could not serve the request's features; ``applied`` ran instead."""
 
@@ -136,6 +150,10 @@ class TTCReport(BaseModel):
     early_stop: EarlyStopReport | None = Field(
         None, description="Set when adaptive early stopping left candidates undrawn because the vote was settled."
     )
+    first_wave: FirstWaveReport | None = Field(
+        None, description="Set by the adaptive vote (effort medium and up): its first wave and whether it settled it."
+    )
+    adaptive: AdaptiveReport | None = Field(None, description="Set by the adaptive vote: its later steps and its stop.")
     verifier_verdict: VerifierVerdict | None = None
     confidence: float | None = Field(
         None,
