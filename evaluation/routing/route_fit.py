@@ -344,15 +344,17 @@ def _adapt(
     task_routes: dict[str, dict[str, dict[str, Any]]], text: Sequence[ProblemStats], stats: Sequence[ProblemStats],
     task_of: Mapping[str, str], bin_of: Mapping[str, str], chosen: dict[str, dict[str, str]], s: FitSettings,
 ) -> None:  # fmt: skip
-    """From ``medium`` up, the adaptive vote replaces the fixed routes wherever it is priced
-    (:mod:`~.adaptive_fit`): the default routes from every text problem, each task type's from its
-    own, binned as its fixed routes are (each bin's ``expected`` over its own problems)."""
+    """From ``medium`` up, the adaptive vote replaces the fixed routes wherever it is priced and no
+    cascade won (:mod:`~.adaptive_fit`): the default routes from every text problem, each task
+    type's from its own, binned as its fixed routes are (each bin's ``expected`` over its own
+    problems)."""
     fitted = adaptive_routes(text, configs, {ANY_BIN: text}, ctx.route, "default: every text problem")
     if fitted is not None:
-        routes.update(fitted[0])
+        adopted = _without_cascades(routes, fitted[0])
+        routes.update(adopted)
         for st in stats:
             if task_of[st.problem_id] not in task_routes:
-                chosen[st.problem_id] |= {e: c.name for e, c in fitted[1].efforts.items()}
+                chosen[st.problem_id] |= {e: c.name for e, c in fitted[1].efforts.items() if e in adopted}
     for task, per_effort in task_routes.items():
         members = [st for st in stats if task_of[st.problem_id] == task]
         keys = list(next(iter(per_effort.values())))
@@ -362,9 +364,22 @@ def _adapt(
         adapted = adaptive_routes(members, configs, groups, ctx.route, task)
         if adapted is None:
             continue
-        per_effort.update(adapted[0])
+        adopted = _without_cascades(per_effort, adapted[0])
+        per_effort.update(adopted)
         for m in members:
-            chosen[m.problem_id] |= {e: c.name for e, c in adapted[1].efforts.items()}
+            chosen[m.problem_id] |= {e: c.name for e, c in adapted[1].efforts.items() if e in adopted}
+
+
+def _without_cascades(
+    fixed: Mapping[str, Mapping[str, Mapping[str, Any]]], adaptive: Mapping[str, dict[str, dict[str, Any]]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The adaptive routes of the efforts whose fixed routes do not escalate: where a cascade onto
+    the larger model won the fit, it stays (the adaptive replay prices the small model's pools alone)."""
+    return {
+        effort: routes
+        for effort, routes in adaptive.items()
+        if not any(r.get("strategy") == "cascade" for r in fixed.get(effort, {}).values())
+    }
 
 
 def _outcome(st: ProblemStats, label: str) -> dict[str, float]:
