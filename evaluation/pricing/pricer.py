@@ -59,7 +59,7 @@ Family = Literal[
     "cot_greedy", "sc", "pot", "bon", "wvote", "code_greedy", "code_vote", "code_pass", "code_exec", "adaptive"
 ]
 DEFAULT_LIMIT = 128
-ADAPTIVE_ORDERINGS = 8  # random orderings of the sampled candidates each adaptive configuration is replayed on
+ADAPTIVE_ORDERINGS = 4  # random orderings of the sampled candidates each adaptive configuration is replayed on
 
 
 def stop_rule(confidence: float) -> StopRule:

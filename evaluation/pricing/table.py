@@ -76,7 +76,7 @@ def default_configs(k: int, judges: Sequence[str] = ()) -> list[Config]:
 # The adaptive vote's grid (evaluation/routing/adaptive_fit.py chooses in it): caps doubling from
 # ``medium`` up, stop confidences, step orders, starting modalities and the thoughts' weights.
 ADAPTIVE_CAPS = (4, 8, 16)
-ADAPTIVE_CONFIDENCES = (0.8, 0.85, 0.9, 0.95, 0.99)
+ADAPTIVE_CONFIDENCES = (0.8, 0.9, 0.95, 0.99)
 ADAPTIVE_ORDERS = ("other,more", "more,other", "more")
 ADAPTIVE_STARTS = ("program", "thought")
 ADAPTIVE_WEIGHTS = (0.5, 1.0)

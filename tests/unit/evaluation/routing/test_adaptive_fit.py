@@ -22,14 +22,14 @@ def test_one_shape_confidences_never_fall_and_caps_double() -> None:
     # not take a lower confidence at 16 than at 8
     def accuracy(c, i):  # type: ignore[no-untyped-def]
         base = {4: 0.5, 8: 0.6, 16: 0.7}[c.n] + (0.1 if c.start == "program" and c.steps == "other,more" else 0.0)
-        bump = 0.05 if (c.n == 8 and c.confidence == 0.85) or (c.n == 16 and c.confidence == 0.8) else 0.0
+        bump = 0.05 if (c.n == 8 and c.confidence == 0.9) or (c.n == 16 and c.confidence == 0.8) else 0.0
         return base + bump
 
     choice = fit_adaptive(stats(accuracy), adaptive_configs())
     assert choice is not None and choice.shape[:2] == ("program", "other,more")
     assert [c.n for c in choice.efforts.values()] == list(CAPS.values()) == [4, 8, 16]
     confidences = [c.confidence for c in choice.efforts.values()]
-    assert confidences == sorted(confidences) and confidences[1] == 0.85
+    assert confidences == sorted(confidences) and confidences[1] == 0.9
     assert len({(c.start, c.steps, c.cot_weight) for c in choice.efforts.values()}) == 1
 
 
