@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
@@ -69,6 +70,12 @@ def primes_between(low: int, high: int) -> list[int]:
 
 def factors(n: int) -> list[int]:
     return [p for p, k in sorted(sympy.factorint(n).items()) for _ in range(k)]
+
+
+def written(expr: sympy.Expr) -> str:
+    """An expression as a question that writes powers with ^ and products side by side writes it
+    (``3x^2 + 2``, ``(x - 3)(x - 2)``, ``2ab``): its answer is written in the same notation."""
+    return re.sub(r"(?<=[\w)])\*(?=[a-z(])", "", str(expr).replace("**", "^"))
 
 
 def cplx(z: complex) -> str:
@@ -1021,12 +1028,12 @@ ROWS: list[Row] = [
         "Answer: {v}",
         False,
     ),
-    # expressions
+    # expressions (each written in its question's notation: ^ and products side by side, or Python's)
     (
         "expr-expand",
         "expression",
         "Expand (x + 3)(x - 5).",
-        str(sympy.expand((x + 3) * (x - 5))),
+        written(sympy.expand((x + 3) * (x - 5))),
         None,
         "none",
         "",
@@ -1036,7 +1043,7 @@ ROWS: list[Row] = [
         "expr-diff",
         "expression",
         "Differentiate x^3 + 2x with respect to x.",
-        str(sympy.diff(x**3 + 2 * x, x)),
+        written(sympy.diff(x**3 + 2 * x, x)),
         None,
         "none",
         "",
@@ -1046,7 +1053,7 @@ ROWS: list[Row] = [
         "expr-cancel",
         "expression",
         "Simplify (x^2 - 9)/(x - 3).",
-        str(sympy.cancel((x**2 - 9) / (x - 3))),
+        written(sympy.cancel((x**2 - 9) / (x - 3))),
         None,
         "none",
         "",
@@ -1066,7 +1073,7 @@ ROWS: list[Row] = [
         "expr-factor",
         "expression",
         "Factor x^2 - 5x + 6.",
-        str(sympy.factor(x**2 - 5 * x + 6)),
+        written(sympy.factor(x**2 - 5 * x + 6)),
         "Just give the factored expression.",
         "just_factored_expression",
         "{v}",
@@ -1076,7 +1083,7 @@ ROWS: list[Row] = [
         "expr-integrate",
         "expression",
         "Integrate 6x^2 with respect to x, omitting the constant.",
-        str(sympy.integrate(6 * x**2, x)),
+        written(sympy.integrate(6 * x**2, x)),
         "Format your answer as 'Result: <expression>'.",
         "format_result_template",
         "Result: {v}",
@@ -1086,7 +1093,7 @@ ROWS: list[Row] = [
         "expr-square",
         "expression",
         "Expand (a + b)^2.",
-        str(sympy.expand((a + b) ** 2)),
+        written(sympy.expand((a + b) ** 2)),
         "Reply with the expression only, nothing else.",
         "expression_only_nothing_else",
         "{v}",
@@ -1096,7 +1103,7 @@ ROWS: list[Row] = [
         "expr-linear",
         "expression",
         "Simplify 2(x + 4) - 3(x - 1).",
-        str(sympy.expand(2 * (x + 4) - 3 * (x - 1))),
+        written(sympy.expand(2 * (x + 4) - 3 * (x - 1))),
         "Respond with only the simplified expression, no other text.",
         "only_simplified_expression_no_other_text",
         "{v}",

@@ -10,7 +10,13 @@ letter case, rounded, as a fraction, a list with the separator shown - or, when 
 asked for, as one short sentence. The value rendered is a candidate's own (what its program
 printed, what its chain of thought stated): ``137/260`` stays a fraction, ``(-12+3j)`` a
 complex number, ``14:05`` a time (:mod:`services.common.answer_numbers`,
-:mod:`services.common.answer_lists`); vote keys only compare answers.
+:mod:`services.common.answer_lists`); vote keys only compare answers. What no form asks follows
+the notation the question writes its own values in (:mod:`services.common.answer_notation`):
+``0.5833333333333333`` for "1/3 + 1/4" is ``7/12``, ``(-3+4j)`` for "(1+2i)^2" is ``-3+4i``,
+sympy's ``3*x**2 + 2`` for "x^3 + 2x" is ``3x^2 + 2``. A factorization takes the asked shape
+(``3^3 * 5 * 7`` for "like 2^2 * 3": :mod:`services.common.answer_factors`), a percentage asked
+for its ``%``, a measure of figures given in metres its unit (:mod:`services.common.answer_units`),
+and LaTeX markup a chain of thought states goes (:mod:`services.common.answer_latex`).
 
 Rounding instructions stay in the stripped question (they can be the task itself: "round
 3.14159 to two decimals") and are applied again here; a unit stays too, as a plain request
@@ -34,11 +40,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from services.common.answer_examples import Span, find_examples, requote
+from services.common.answer_factors import asked_exponents
 from services.common.answer_instructions import SLOT, names_a_number, read_instructions
+from services.common.answer_latex import plain
 from services.common.answer_lists import asked_separator, listed
+from services.common.answer_notation import Notation, read_notation, written_in
 from services.common.answer_numbers import number_text
-from services.common.answer_shapes import as_json, in_choice, in_pattern, in_words
+from services.common.answer_shapes import as_json, as_written, in_choice, in_pattern, in_words
 from services.common.answer_templates import find_template
+from services.common.answer_units import asked_unit
 from services.common.answers import requested_decimals
 
 __all__ = ["SLOT", "AnswerForm", "parse_form", "render", "render_value", "strip_form"]
@@ -104,24 +114,6 @@ _BARE_PATTERNS = (
     re.compile(r"\b(?:in\s+(?:one|a\s+single)\s+word|one[- ]word\s+answer|single[- ]word\s+answer)\b", _F),
     re.compile(r"\bnothing\s+(?:else|more)\b", _F),
 )
-# Words after "answer in" that name a form, not a unit ("in lowercase", "in binary").
-_FORM_WORDS = (
-    "one a an the words word full lowercase uppercase lower upper capital capitals caps form format "
-    "digits digit numbers numerals number english plain short brief sentence sentences decimal decimals "
-    "fraction fractions scientific simplest simplified standard exact terms total general order detail "
-    "short-form markdown json bold italics list lists points bullet bullets steps step parentheses "
-    "brackets quotes quotation letters reply response this that it binary hex hexadecimal octal base "
-    "roman reverse alphabetical ascending descending sorted lowest highest its their all"
-)
-_NOT_UNITS = frozenset(_FORM_WORDS.split())
-_UNIT = re.compile(
-    r"\b(?:answer|reply|respond|give|express|state|write|report|provide|return|output|convert|measure)\b"
-    r"(?:\s+(?:it|this|that|the\s+(?:answer|result|value|number|total|amount|distance|time|speed)|your\s+answer))?"
-    r"\s+in\s+(?P<unit>(?:square\s+|cubic\s+)?[A-Za-z°%$€£]+(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)\b",
-    _F,
-)
-_INCLUDE_UNIT = re.compile(r"\b(?:include|with|add|state|give)\s+(?:the\s+)?units?\b", _F)
-_HOW_MANY_UNIT = re.compile(r"\bhow\s+many\s+(?P<unit>[A-Za-z]+)", _F)
 _CASE_WORDS = r"lower[\s-]?case|upper[\s-]?case|capital\s+letters|caps|small\s+letters"
 # "reply in lowercase", "answer in all caps", or a clause of its own: ", lowercase only."
 _CASE = re.compile(
@@ -135,11 +127,6 @@ _INTEGER_FORM = re.compile(r"\bas\s+(?:an?\s+)?(?:integer|whole\s+number)\b", _F
 _FRACTION_FORM = re.compile(
     r"\bas\s+(?:an?\s+(?:(?:common|simplified|reduced|irreducible|improper)\s+)?fraction|"
     r"(?:a\s+)?(?:numerator\s*/\s*denominator|p\s*/\s*q))\b",
-    _F,
-)
-_PERCENT_FORM = re.compile(
-    r"\b(?:give|express|write|answer|report|state|return|present|reply|respond)\b[^.?!\n]{0,20}?"
-    r"\bas\s+a\s+percent(?:age)?\b",
     _F,
 )
 # Places asked in words requested_decimals leaves: "accurate to 4 decimals", "with one decimal", "3 dp".
@@ -158,7 +145,6 @@ _FILLER = re.compile(
     r"value|number|final|it|as|in|word|is|be|my|response|output|return|format)\b",
     _F,
 )
-_UNIT_WORDS = {"percent": "%", "percentage": "%", "per cent": "%"}
 
 
 @dataclass(frozen=True)
@@ -178,6 +164,8 @@ class AnswerForm:
     pattern: str | None = None  # a shown pattern: "HH:MM", "DD/MM/YYYY", "a + bi"
     words: bool = False  # a number written in words
     json_key: str | None = None  # the reply is a JSON object with the value under this key
+    exponents: str | None = None  # a factorization's repeated factors: as powers with "^" or "**", "" one by one
+    notation: Notation = field(default_factory=Notation)  # how the question writes values: followed, not asked
     spans: tuple[Span, ...] = field(default=(), compare=False)  # the instruction's text, to strip
     cuts: tuple[Span, ...] = field(default=(), compare=False)  # instructions with examples, cut whole
 
@@ -195,20 +183,9 @@ class AnswerForm:
             or self.pattern
             or self.words
             or self.json_key
+            or self.exponents is not None
             or self.decimals is not None
         )
-
-
-def _unit_of(text: str) -> str | None:
-    for match in _UNIT.finditer(text):
-        unit = match.group("unit")
-        if unit.split()[0].lower() in _NOT_UNITS:
-            continue
-        return _UNIT_WORDS.get(unit.lower(), unit)
-    named = _HOW_MANY_UNIT.search(text)
-    if _INCLUDE_UNIT.search(text) and named:
-        return named.group("unit")
-    return None
 
 
 def _in_question(text: str, at: int) -> bool:
@@ -232,8 +209,7 @@ def parse_form(question: str) -> AnswerForm:
     if found is not None:
         template, span = found
         spans.append(span)
-    # kept in the question: a unit or a percentage changes the number to compute
-    unit = _unit_of(question) or ("%" if _PERCENT_FORM.search(question) else None)
+    unit = asked_unit(question)  # kept in the question: a unit or a percentage changes the number to compute
     case: Case | None = None
     cased = _CASE.search(question)
     if cased is not None:
@@ -254,6 +230,7 @@ def parse_form(question: str) -> AnswerForm:
         spans.append((fraction.start(), fraction.end()))
     shown = find_examples(question) if template is None else None  # a template is the shape already
     example = shown.example if shown else None
+    notation = read_notation(question)
     return AnswerForm(
         bare=bare or asked.bare,
         template=template,
@@ -270,6 +247,8 @@ def parse_form(question: str) -> AnswerForm:
         pattern=asked.pattern,
         words=asked.words,
         json_key=asked.json_key,
+        exponents=asked_exponents(question, example) if notation.factors else None,
+        notation=notation,
     )
 
 
@@ -345,31 +324,44 @@ _CLOCK_FORMAT = re.compile(r"\b(?:12|24)-hour\b", _F)  # "in 24-hour HH:MM forma
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?\$?\s*[\d,]*\.?\d+(?:/\d+)?)\s*(%|(?![ij]$)[A-Za-z°][A-Za-z .²³/°]*)?\s*$")
 
 
-def render_value(value: str, form: AnswerForm) -> str:
-    """The value alone, as asked: numbers as spelled but cleaned, rounded or made fractions where
-    asked (:func:`~services.common.answer_numbers.number_text`), a requested unit appended (a
-    stated unit dropped when another or only the number was asked for), in words, in a shown
-    pattern, a yes/no value in the asked words, a list's items joined as asked, the case applied."""
-    text = value.strip().rstrip(".").strip() if not re.fullmatch(r"\s*\.\d+\s*", value) else value.strip()
+def _number(text: str, form: AnswerForm) -> str | None:
+    """A number, and the unit it was stated with, as asked: cleaned, rounded or made a fraction
+    where asked (:func:`~services.common.answer_numbers.number_text`), in words, with a requested
+    unit appended (a stated unit dropped when another or only the number was asked for)."""
     stated = _NUMBER_WITH_UNIT.match(text)
-    number = None
-    if stated is not None:
-        spelled = stated.group(1).replace("$", "").replace(" ", "")
-        number = number_text(spelled, fraction=form.fraction, decimals=form.decimals)
-    if number is not None and stated is not None:
-        suffix = stated.group(2)
-        number = in_words(number) if form.words else number
-        if form.unit and not form.unitless:  # "number only" wins: the unit was for computing
-            text = f"{number}{form.unit}" if form.unit in ("%",) else f"{number} {form.unit}"
-        elif suffix and not form.unitless:
-            text = f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
-        else:
-            text = number
+    if stated is None:
+        return None
+    spelled = stated.group(1).replace("$", "").replace(" ", "")
+    fractions = form.notation.fractions
+    number = number_text(spelled, fraction=form.fraction, decimals=form.decimals, fractions_written=fractions)
+    if number is None:
+        return None
+    suffix = stated.group(2)
+    number = in_words(number) if form.words else number
+    if form.unit and not form.unitless:  # "number only" wins: the unit was for computing
+        return f"{number}{form.unit}" if form.unit == "%" else f"{number} {form.unit}"
+    if suffix and not form.unitless:
+        return f"{number}{suffix}" if suffix == "%" else f"{number} {suffix.strip()}"
+    return number
+
+
+def render_value(value: str, form: AnswerForm) -> str:
+    """The value alone, as asked: LaTeX markup gone (:func:`~services.common.answer_latex.plain`);
+    a complex number, a factorization or an expression in the asked notation or the question's
+    (:func:`~services.common.answer_notation.written_in`); a number as :func:`_number` writes it;
+    a date or time as the question writes its own, or in a shown pattern; a yes/no value in the
+    asked words; a list's items joined as asked; the case applied."""
+    value = plain(value)
+    text = value.strip().rstrip(".").strip() if not re.fullmatch(r"\s*\.\d+\s*", value) else value.strip()
+    text = as_written(text, form.notation.times)
+    complex_asked = bool(form.pattern and "bi" in form.pattern.replace(" ", ""))
+    written = written_in(text, form.notation, exponents=form.exponents, separator=form.separator, asked=complex_asked)
+    text = written if written is not None else _number(text, form) or text
     text = in_pattern(text, form.pattern) if form.pattern else text
     text = in_choice(text, form.choices) if form.choices else text
     if form.example:
         text = requote(text, form.example)
-    if form.separator or not form.example:  # an example without a separator shows the shape to keep
+    if written is None and (form.separator or not form.example):  # an example without a separator shows the shape
         text = listed(text, form.separator)
     if form.case == "lower":
         text = text.lower()

@@ -1,7 +1,9 @@
 """Shapes a question can ask a value to be written in, beyond numbers and lists: a number in
 words, a time or date in a shown pattern (``HH:MM``, ``DD/MM/YYYY``), a complex number as
 ``a+bi``, a yes/no value in the asked words (``Y``/``N``, ``TRUE``/``FALSE``), and a reply that
-is a JSON object.
+is a JSON object. Where no pattern is asked, a time or date keeps the shape the question writes
+its own in (:func:`as_written`): a printed ``datetime`` at midnight is a date where the question
+names no clock time, and ``22:25:00`` is ``22:25`` where the question writes times without seconds.
 
 Each function takes the value as its candidate gave it and returns it unchanged where it is not
 of that shape (a word asked "in words" stays a word), so the renderer can apply them in turn.
@@ -13,7 +15,7 @@ import json
 import re
 from datetime import date
 
-from services.common.answer_numbers import number_text
+from services.common.answer_complex import complex_text
 from services.common.answers import clean_number
 
 _NUMBER_NAMES = (
@@ -54,7 +56,6 @@ def in_words(value: str) -> str:
 _CLOCK = re.compile(r"\s*(\d{1,3}):(\d{1,2})(?::(\d{1,2}))?\s*")
 _ISO_DATE = re.compile(r"\s*(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\s*")
 _DATE_TOKENS = re.compile(r"YYYY|YY|MM|DD|M|D")
-_COMPLEX = re.compile(r"\s*\(?\s*([-+]?\d*\.?\d*)\s*([-+])\s*(\d*\.?\d*)\s*[ij]\s*\)?\s*")
 
 
 def _clock(value: str, pattern: str) -> str:
@@ -80,25 +81,38 @@ def _calendar(value: str, pattern: str) -> str:
     return _DATE_TOKENS.sub(lambda token: fields[token.group(0)], pattern.upper())
 
 
-def _complex(value: str) -> str:
-    match = _COMPLEX.fullmatch(value)
-    if match is None or not re.search(r"\d", value):
-        return value
-    real, sign, imaginary = match.groups()
-    if real in ("", "+", "-"):
-        return value
-    return f"{number_text(real) or real}{sign}{'' if imaginary in ('', '1') else number_text(imaginary)}i"
-
-
 def in_pattern(value: str, pattern: str) -> str:
     """``value`` written in a shown pattern: a clock time (``HH:MM``, ``H:MM:SS``), a date
     (``YYYY-MM-DD``, ``DD/MM/YYYY``) or a complex number (``a+bi``); unchanged when it is not
     of the pattern's kind."""
     if "bi" in pattern.replace(" ", ""):
-        return _complex(value)
+        return complex_text(value) or value
     if ":" in pattern:
         return _clock(value, pattern)
     return _calendar(value, pattern)
+
+
+_MIDNIGHT = re.compile(r"(\d{4}-\d{2}-\d{2})[ T]00:00(?::00(?:\.0+)?)?")
+_ZERO_SECONDS = re.compile(r"(\d{1,2}:\d{2}):00")
+_CLOCK_WRITTEN = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?P<seconds>:\d{2})?(?![\d:])")
+
+
+def written_times(question: str) -> str | None:
+    """How ``question`` writes its clock times: ``"seconds"`` when one has seconds (``10:05:30``),
+    ``"minutes"`` when all stop at minutes (``19:50``), ``None`` when it writes none."""
+    times = [match.group("seconds") for match in _CLOCK_WRITTEN.finditer(question)]
+    return None if not times else "seconds" if any(times) else "minutes"
+
+
+def as_written(value: str, times: str | None) -> str:
+    """A printed date or time in the shape the question writes its own in (``times``, from
+    :func:`written_times`; see the module docstring); any other value unchanged."""
+    text = value.strip()
+    midnight = _MIDNIGHT.fullmatch(text)
+    if midnight is not None and times is None:
+        return midnight.group(1)
+    seconds = _ZERO_SECONDS.fullmatch(text)
+    return seconds.group(1) if seconds is not None and times == "minutes" else value
 
 
 _TRUTH = {"yes": True, "y": True, "true": True, "no": False, "n": False, "false": False}

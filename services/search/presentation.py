@@ -6,7 +6,10 @@ number", "End with 'Answer: …'"). So where the question asks for a value, the 
 content is that value rendered in the asked form (:mod:`services.common.answer_form`), and
 the evidence is the reasoning (``SearchResult.reasoning``: ``reasoning_content`` at the
 gateway, counted as reasoning tokens). Where it does not (a poem, an explanation, code), the
-text is the content and there is no separate reasoning.
+text is the content and there is no separate reasoning. A chain of thought's value is the one it
+states ("the answer is", a box), else what a one-line reply states whole (an equation's last side,
+a bare value: :mod:`services.common.answer_reading`), else, for a quantity, its last number. A
+program's ``True`` answers a yes/no question "Yes" and a true-or-false one "True".
 
 The hard limits are the request's own: tool calls, a response format (the JSON *is* the
 answer) and token logprobs (they belong to the generated text) keep the text as it is, and
@@ -19,6 +22,8 @@ import re
 from dataclasses import dataclass
 
 from services.common.answer_form import parse_form, render, strip_form
+from services.common.answer_reading import stated_value
+from services.common.answer_shapes import in_choice
 from services.common.answers import extract_answer, stated_answer, yes_or_no
 from services.common.task_type import VALUE_TASKS, asks_quantity, asks_yes_or_no, classify_task
 from services.search.interfaces import Message, Shape
@@ -30,6 +35,8 @@ VALUE_STRATEGIES = frozenset({"program_of_thought"})
 # A token estimate for rendered text the engine never generated as such (digits and symbols
 # are one token each in the packaged models' vocabularies, words about one).
 _PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
+# A question answered true or false (not yes or no): a program's True stays "True".
+_TRUE_OR_FALSE = re.compile(r"\btrue\s*(?:or|/)\s*false\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -67,15 +74,17 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
     question = question_text(problem)
     form = parse_form(question)
     value = choice.answer
+    yes_no = asks_yes_or_no(question)
     # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
     if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
-        # only a quantity's chain of thought answers with its last number; others must state it
+        # a value stated in a short reply before any last number; only a quantity's chain of
+        # thought answers with its last number, others must state it
         read = extract_answer if asks_quantity(strip_form(question, form)) else stated_answer
-        value = read(choice.text) or ""
+        value = stated_answer(choice.text) or stated_value(choice.text, yes_no=yes_no) or read(choice.text) or ""
     if not value:
         return keep
-    if asks_yes_or_no(question):
-        value = yes_or_no(value)
+    if yes_no:
+        value = in_choice(value, ("True", "False")) if _TRUE_OR_FALSE.search(question) else yes_or_no(value)
     content = render(value, form)
     reasoning = choice.text
     if choice.votes > 1 and not choice.answer:

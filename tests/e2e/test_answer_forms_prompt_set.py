@@ -3,9 +3,10 @@
 Each prompt goes through the gateway (tests/e2e/qwen_stack.py: Qwen2.5-Coder-0.5B, the shipped
 routing table, the sandbox) with the official openai SDK at the server's default effort, as a
 user sends it. What is measured is the form, not the model: among the replies whose value is
-right, the share whose ``content`` is exactly ``expected_content``. A wrong value is the small
-model's accuracy, not a form failure; but when fewer than ``MIN_VALUE_RIGHT`` of the values are
-right the form figure stands on too few replies to mean anything, and the test fails.
+right, the share whose ``content`` is exactly ``expected_content`` (both judged by
+tests/helpers/answer_form_judge.py, the value strictly by its kind of answer). A wrong value is
+the small model's accuracy, not a form failure; but when fewer than ``MIN_VALUE_RIGHT`` of the
+values are right the form figure stands on too few replies to mean anything, and the test fails.
 
 The "tested" half is the one the form parser was tuned on (tests/unit/common/
 test_answer_form_prompts.py); it runs in ``make test`` and writes its records only when
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -30,16 +30,9 @@ from typing import Any
 import pytest
 
 from evaluation.stats.intervals import wilson
-from services.common.answers import (
-    answers_equivalent,
-    clean_number,
-    normalize_answer,
-    requested_decimals,
-    stated_answer,
-    yes_or_no,
-)
 from tests.e2e.gateway_stack import GatewayStack
 from tests.e2e.qwen_stack import QWEN
+from tests.helpers.answer_form_judge import judge
 from tests.helpers.processes import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -48,78 +41,6 @@ PROMPTS: list[dict[str, Any]] = json.loads((ROOT / "tests/data/answer_forms/prom
 RECORDS = ROOT / "docs/data/answer_forms"
 MIN_VALUE_RIGHT = 0.30  # below this share of right values the form figure means nothing
 THREADS = 4
-
-# The wrappings a form puts around a value, taken off to read the value: tags, quotes, a label.
-_TAGGED = re.compile(r"<(\w+)>(.*)</\1>", re.DOTALL)
-_LABELLED = re.compile(r"[A-Za-z][\w ]{0,30}?\s*[:=]\s*(.+)", re.DOTALL)
-# A value's atoms: signed numbers (a "-" joining two values is a separator, not a sign) and words.
-_ATOM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|[^\W\d_]+")
-_LETTERS = {"y": "Yes", "n": "No"}
-
-
-def _atoms(text: str) -> list[str]:
-    """The numbers and words of a value in order, each normalized, separators and brackets
-    dropped: ``[12, 24]``, ``12; 24`` and ``12\\n24`` are one list; Python's ``(-8-6j)`` is ``-8-6i``."""
-    return [normalize_answer(atom) for atom in _ATOM.findall(re.sub(r"(\d)j\b", r"\1i", text))]
-
-
-def _truth(value: str) -> str:
-    """Yes/no as words: a printed ``True`` is "Yes", an asked ``Y`` is "Yes"."""
-    return _LETTERS.get(value.strip().lower(), yes_or_no(value))
-
-
-def same_value(reading: str, expected: str, decimals: int | None) -> bool:
-    """Whether ``reading`` is the expected value in any spelling: equivalent as the search's own
-    answers are (:func:`answers_equivalent`), equal once rounded to the decimals the question
-    asks for, or the same numbers and words in the same order (a list's separators, a set's
-    braces, a product's signs are form, not value)."""
-    reading, expected = _truth(reading), _truth(expected)
-    if answers_equivalent(reading, expected):
-        return True
-    if decimals is not None:
-        got, want = clean_number(normalize_answer(reading)), clean_number(normalize_answer(expected))
-        if got is not None and want is not None and round(float(got), decimals) == round(float(want), decimals):
-            return True
-    atoms = _atoms(reading)
-    return bool(atoms) and atoms == _atoms(expected)
-
-
-def readings(content: str, reasoning: str) -> list[str]:
-    """The values a reply may state: the chosen candidate's own, and its content with the form undone.
-
-    The chosen candidate's value is read from ``reasoning_content``: a program-of-thought reply's
-    evidence ends "The answer is <what the chosen program printed>." (the value the content was
-    rendered from), a chain of thought states its answer. It is read before any rendering, so a
-    value that rendering wrote in the wrong form, or garbled, still counts as right and its reply
-    as a form failure: reading the value only from the content would drop exactly the replies
-    whose form failed. The content's own readings (the whole of it, its stated answer, its tags,
-    quotes, JSON or label taken off) cover replies whose reasoning states no answer.
-    """
-    found = [content, stated_answer(content) or "", stated_answer(reasoning) or ""]
-    tagged = _TAGGED.fullmatch(content)
-    if tagged:
-        found.append(tagged.group(2))
-    if len(content) > 1 and content[0] == content[-1] and content[0] in "\"'`":
-        found.append(content[1:-1])
-    labelled = _LABELLED.fullmatch(content)
-    if labelled:
-        found.append(labelled.group(1))
-    try:
-        parsed = json.loads(content)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and len(parsed) == 1:
-        found.append(str(next(iter(parsed.values()))))
-    return [reading.strip() for reading in found if reading.strip()]
-
-
-def judge(entry: dict[str, Any], content: str, reasoning: str) -> tuple[bool, bool]:
-    """(value right, form exact) for one reply. Content exactly as expected is both."""
-    if content == entry["expected_content"]:
-        return True, True
-    decimals = requested_decimals(entry["prompt"])
-    right = any(same_value(reading, entry["expected"], decimals) for reading in readings(content, reasoning))
-    return right, False
 
 
 def _send(stack: GatewayStack, entry: dict[str, Any]) -> dict[str, Any]:
