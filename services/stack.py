@@ -259,12 +259,24 @@ def escalation_table(small: str, large: str, routing_dir: Path = ROUTING_DIR) ->
     return path if path.is_file() else None
 
 
-def large_model_wiring(
-    stack: StackSettings, env: dict[str, str], routing_dir: Path = ROUTING_DIR
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The large model's policy child's settings, and the stack environment with its deployment
-    added to the gateway's, the workers' and the verifier's per-model targets (kept with any the
-    user set), so clients can ask for it and TTC_ORCHESTRATOR_JUDGE_MODEL can make it the judge.
+#: a policy child's own settings, and the stack environment wired to its deployment
+Wiring = tuple[dict[str, str], dict[str, str]]
+
+
+def policy_deployment(model: str, port: int, metrics_port: int, env: dict[str, str]) -> Wiring:
+    """A further model's policy child's settings, and the stack environment with its deployment added
+    to the gateway's, the workers' and the verifier's per-model targets (kept with any the user set)."""
+    from services.policy.models import model_id
+
+    child = {"TTC_POLICY_MODEL": model, "TTC_POLICY_PORT": str(port), "TTC_POLICY_METRICS_PORT": str(metrics_port)}
+    wired, entry = dict(env), f"{model_id(model)}=127.0.0.1:{port}"
+    for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS", "TTC_VERIFIER_POLICY_TARGETS"):
+        wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
+    return child, wired
+
+
+def large_model_wiring(stack: StackSettings, env: dict[str, str], routing_dir: Path = ROUTING_DIR) -> Wiring:
+    """The large model's deployment (:func:`policy_deployment`), the cascade's escalation target.
     Where a table fitted with cascades onto it exists for the default model, the gateway routes
     the default model by that table (unless TTC_GATEWAY_ROUTING_TABLES is set): its efforts
     escalate where calibration found escalating pays."""
@@ -275,16 +287,7 @@ def large_model_wiring(
 
     if not stack.large_model:
         return {}, env
-    target = f"127.0.0.1:{stack.large_model_port}"
-    child = {
-        "TTC_POLICY_MODEL": stack.large_model,
-        "TTC_POLICY_PORT": str(stack.large_model_port),
-        "TTC_POLICY_METRICS_PORT": str(stack.large_model_metrics_port),
-    }
-    wired = dict(env)
-    entry = f"{model_id(stack.large_model)}={target}"
-    for name in ("TTC_GATEWAY_POLICY_TARGETS", "TTC_ORCHESTRATOR_POLICY_TARGETS", "TTC_VERIFIER_POLICY_TARGETS"):
-        wired[name] = ",".join(part for part in (env.get(name, ""), entry) if part)
+    child, wired = policy_deployment(stack.large_model, stack.large_model_port, stack.large_model_metrics_port, env)
     wired.setdefault("TTC_ORCHESTRATOR_ESCALATION_MODEL", model_id(stack.large_model))  # the cascade's target
     small = model_id(env.get("TTC_POLICY_MODEL") or str(PolicySettings.model_fields["model"].default))
     table = escalation_table(small, model_id(stack.large_model), routing_dir)
@@ -342,6 +345,9 @@ def run_stack() -> int:
     gateway_port = GatewaySettings().port
     stack = StackSettings()
     large, env = large_model_wiring(stack, env)
+    tuned: dict[str, str] = {}
+    if stack.tuned_model:  # a fine-tuned model of its own beside the default one (docs/training.md)
+        tuned, env = policy_deployment(stack.tuned_model, stack.tuned_model_port, stack.tuned_model_metrics_port, env)
     children = [
         child
         for child in [
@@ -349,6 +355,9 @@ def run_stack() -> int:
             Child("policy", [*serve, "policy"], _grpc_ready(PolicySettings().port)),
             Child("policy-large", [*serve, "policy"], _grpc_ready(stack.large_model_port), overrides=large)
             if large
+            else None,
+            Child("policy-tuned", [*serve, "policy"], _grpc_ready(stack.tuned_model_port), overrides=tuned)
+            if tuned
             else None,
             Child("sandbox", [*serve, "sandbox"], _grpc_ready(SandboxSettings().port)),
             Child("verifier", [*serve, "verifier"], _grpc_ready(VerifierSettings().port)),

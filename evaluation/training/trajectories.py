@@ -43,10 +43,13 @@ def normalized(text: str) -> str:
 
 
 def program_turn(program: str, status: str, stdout: str, answer: str) -> str:
-    """A program-of-thought answer as one assistant turn: program, what it printed, the answer."""
+    """A program-of-thought answer as one assistant turn: program, what it printed, the answer.
+    The output's block is tagged ``text``: an untagged block counts as Python to the served
+    program-of-thought's reader (:func:`~services.search.strategies.program.program_source`
+    takes the last Python block), which would run the printed value instead of the program."""
     parts = [f"```python\n{program.strip()}\n```"]
     if status == "ok":
-        parts.append(f"Output:\n```\n{stdout.rstrip()}\n```")
+        parts.append(f"Output:\n```text\n{stdout.rstrip()}\n```")
         if answer:
             parts.append(f"The answer is \\boxed{{{answer}}}.")
     else:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from evaluation.pools.store import ProblemPool
+from evaluation.pools.store import ProblemPool, iter_chunks, latest_pools
 from evaluation.problems.datasets import split_of
-from evaluation.problems.sealed import text_hash
+from evaluation.problems.sealed import load_sealed, sealed_hashes, text_hash
 
 DEVELOPMENT = "development_split"
 SEALED = "sealed_split"
@@ -74,3 +75,11 @@ class Withheld:
             if any(question in t for t in normalized):
                 return why
         return None
+
+
+def withheld_of(pool_folders: Iterable[Path], sealed_path: Path) -> Withheld:
+    """What no export or training may read: every held-out pool's question in ``pool_folders``
+    and the sealed split at ``sealed_path``."""
+    pools = [pool for folder in pool_folders for pool, _ in latest_pools(iter_chunks(folder)).values()]
+    development = (pool for pool in pools if pool.split != "calibration")
+    return Withheld.build(development, sealed_hashes(sealed_path), (p.question for p in load_sealed(sealed_path)))

@@ -38,3 +38,11 @@ class StackSettings(BaseSettings):
     )
     large_model_port: int = Field(50061, description="gRPC port of the large model's policy deployment.")
     large_model_metrics_port: int = Field(9111, description="Metrics port of the large model's policy deployment.")
+    tuned_model: str = Field(
+        "",
+        description="A fine-tuned model `ttc stack` serves beside TTC_POLICY_MODEL as a model of its own (clients ask "
+        "for it by name): qwen2.5-coder-0.5b-rft (build it with `python -m calibration train merge "
+        "qwen2.5-coder-0.5b-rft`, docs/training.md) or a .gguf path. Empty: none.",
+    )
+    tuned_model_port: int = Field(50062, description="gRPC port of the tuned model's policy deployment.")
+    tuned_model_metrics_port: int = Field(9112, description="Metrics port of the tuned model's policy deployment.")

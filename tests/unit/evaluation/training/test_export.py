@@ -12,6 +12,7 @@ from evaluation.problems.sealed import load_sealed, sealed_hashes, text_hash
 from evaluation.training.export import DUPLICATE, Exported, export
 from evaluation.training.trajectories import pool_trajectories
 from evaluation.training.withheld import Withheld
+from services.search.strategies.program import program_source
 from tests.unit.evaluation.training.fixtures import cot, problem_pool, program, side_id
 
 QUESTION = "What is 8 + 5? Add the two numbers."
@@ -45,8 +46,9 @@ def test_best_is_right_then_fewest_tokens_and_never_cut() -> None:
 def test_program_turn_holds_program_output_and_answer() -> None:
     pool = problem_pool(QUESTION, "13", program=[program(0, "a = 8\nprint(a + 5)", "13\n", True)])
     turn = run([pool]).sft[0].messages[-1].content
-    assert turn.startswith("```python\na = 8\nprint(a + 5)\n```") and "Output:\n```\n13\n```" in turn
+    assert turn.startswith("```python\na = 8\nprint(a + 5)\n```") and "Output:\n```text\n13\n```" in turn
     assert turn.endswith("\\boxed{13}.")
+    assert program_source(turn) == "a = 8\nprint(a + 5)"  # the served reader runs the program, not its output
 
 
 def test_near_duplicates_are_one_example() -> None:

@@ -73,7 +73,7 @@ def test_a_program_node_is_its_program_output_and_answer() -> None:
     found = served_trajectories({"p": (doc, "alice")}, {"alice"}, Withheld(frozenset(), frozenset()),
                                 {text_hash(KNOWN.question): KNOWN}, Counter())  # fmt: skip
     assert [(t.candidate.modality, t.outcome.label) for t in found] == [("program", True)]
-    assert "Output:\n```\n42\n```" in found[0].assistant and found[0].assistant.endswith("\\boxed{42}.")
+    assert "Output:\n```text\n42\n```" in found[0].assistant and found[0].assistant.endswith("\\boxed{42}.")
 
 
 def test_development_and_sealed_prompts_are_never_exported() -> None:
