@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,14 +116,14 @@ def hold(a: argparse.Namespace) -> Any:
 
 
 def base_checkpoint(base: str, folder: Path) -> tuple[Path, dict[str, Any]]:
-    """The base's Hugging Face checkpoint and its conversion record; exits when not prepared."""
+    """The base's Hugging Face checkpoint and its conversion record; raises ``ModelError`` when
+    it is not prepared."""
     from services.policy.convert import MARKER, is_complete
 
     path = hf_dir(base, folder)
     if not is_complete(path):
-        sys.exit(
-            f"{path} is not a converted checkpoint: python -m services.policy.models prepare --vllm --model {base}"
-        )
+        raise ModelError(f"{path} is not a converted checkpoint: python -m services.policy.models prepare "
+                         f"--vllm --model {base}")  # fmt: skip
     return path, dict(json.loads((path / MARKER).read_text()))
 
 
@@ -139,6 +138,12 @@ def fit(a: argparse.Namespace) -> int:
     run_id = a.resume or a.run_id
     folder = RunFolder(RUNS / run_id)
     if a.resume:
+        if not folder.spec.is_file():
+            print(f"{folder.path} holds no run")
+            return 2
+        if folder.adapter.is_dir():
+            print(f"{run_id} has finished: its adapter is in {folder.adapter}")
+            return 0
         recorded = folder.read_spec()
         settings, data, base = TrainSettings.from_dict(recorded["settings"]), Path(recorded["data"]), recorded["base"]
     else:
@@ -154,7 +159,11 @@ def fit(a: argparse.Namespace) -> int:
     except WithheldRows as err:
         print(f"refused: {err}")
         return 2
-    base_dir, conversion = base_checkpoint(base, models_dir(a))
+    try:
+        base_dir, conversion = base_checkpoint(base, models_dir(a))
+    except ModelError as err:
+        print(f"error: {err}")
+        return 2
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     examples = [tokenize(row, tokenizer) for row in rows]
     kept = [e for e in examples if len(e.input_ids) <= settings.max_tokens]
@@ -196,7 +205,11 @@ def merge(a: argparse.Namespace) -> int:
         return 2
     base = folder.read_spec()["base"]
     where = models_dir(a)
-    base_dir, conversion = base_checkpoint(base, where)
+    try:
+        base_dir, conversion = base_checkpoint(base, where)
+    except ModelError as err:
+        print(f"error: {err}")
+        return 2
     out = where / "tuned" / f"{base}-{a.outtype}.gguf" if a.control else tuned_gguf(a.run_id, where)
     script = converter(a.cache)
     with hold(a)():

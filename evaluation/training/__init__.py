@@ -5,5 +5,12 @@ In the order the data flows: :mod:`~.outcomes` labels a candidate from independe
 :mod:`~.withheld` says which questions no export may contain (development and sealed splits);
 :mod:`~.trajectories` and :mod:`~.served` read pools and traces into trajectories; :mod:`~.export`
 turns them into the rows of :mod:`~.formats`, whose pydantic models also give the JSON schemas.
-The command is ``python -m calibration export``; what is built and what is not: docs/training.md.
+
+Then the model is fine-tuned on them: :mod:`~.sft_data` turns the fine-tuning rows into a
+training set (refused whole if any row is withheld); :mod:`~.run_state` holds a run's settings
+and folder; :mod:`~.finetune` trains LoRA on the CPU, resumable; :mod:`~.gguf_export` merges the
+adapter and converts it to GGUF. The before/after evaluation: :mod:`~.eval_sets` (the development
+and sealed problems and their checkers), :mod:`~.eval_draw` and :mod:`~.eval_run` (answers drawn
+as resumable pools), :mod:`~.before_after` and :mod:`~.paired` (the comparison). The commands are
+``python -m calibration export`` and ``python -m calibration train``; docs/training.md.
 """
