@@ -12,8 +12,9 @@ A vote is *settled* when one of these holds:
 - ``confident``: the leader's posterior probability of being the majority answer
   (:func:`~services.search.strategies.stopping.leader_probability`), counting every abstention
   against it (as a vote for the runner-up), reaches the effort's ``confidence``;
-- ``open``: the first wave was chains of thought and none of them stated an extractable answer:
-  open prose, on which nothing can vote, so more samples cannot settle it.
+- ``open``: chains of thought were drawn and no candidate at all stated an extractable answer
+  (the programs abstained too): open prose, on which nothing can vote, so more samples cannot
+  settle it.
 
 Otherwise the next step is taken, in the route's order, each step drawing as many candidates as
 were drawn so far (the spend doubles per step), until the effort's candidate cap is spent:
@@ -56,8 +57,8 @@ def settled(ballots: Sequence[Ballot], confidence: float, *, start: Modality) ->
     """Why the vote is settled (``agreed``, ``confident`` or ``open``), ``""`` while it is not."""
     answered = [b for b in ballots if b.key]
     if not answered:
-        only_thoughts = bool(ballots) and all(b.modality == "thought" for b in ballots)
-        return "open" if start == "thought" and only_thoughts else ""
+        thoughts = any(b.modality == "thought" for b in ballots)
+        return "open" if thoughts else ""
     if len(answered) >= 2 and len(answered) == len(ballots) and len({b.key for b in answered}) == 1:
         return "agreed"
     votes: dict[str, float] = {}

@@ -42,10 +42,11 @@ def test_abstentions_count_against_the_leader() -> None:
     assert settled([*three, program(""), program("")], 0.8, start="program") == ""
 
 
-def test_open_prose_settles_a_thought_start_only() -> None:
+def test_open_prose_settles_once_chains_of_thought_state_nothing_either() -> None:
     prose = [Ballot("", 0.5, "thought"), Ballot("", 0.5, "thought")]
     assert settled(prose, 0.9, start="thought") == "open"
-    assert settled(prose, 0.9, start="program") == ""
+    assert settled([program(""), program("")], 0.9, start="program") == ""  # abstaining programs: try thoughts
+    assert settled([program(""), program(""), *prose], 0.9, start="program") == "open"
 
 
 def test_a_higher_confidence_never_settles_where_a_lower_one_does_not() -> None:
