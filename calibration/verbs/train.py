@@ -36,6 +36,7 @@ from evaluation.pools.store import read_pools
 from evaluation.problems.sealed import SEALED_PATH
 from evaluation.training.before_after import KINDS, compare
 from evaluation.training.eval_sets import EVAL_SPLITS, development_problems, sealed_problems
+from evaluation.training.gguf_export import OUTTYPES
 from evaluation.training.run_state import RUNS, RunFolder, RunSpec, TrainSettings
 from evaluation.training.sft_data import WithheldRows, batches, read_rows, refuse_withheld, tokenize
 from evaluation.training.withheld import withheld_of
@@ -71,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="action_name", metavar="action")
     merge_p = actions.add_parser("merge", help="merge a run's adapter into its base and convert to GGUF")
     merge_p.add_argument("run_id")
-    merge_p.add_argument("--outtype", default="q8_0", choices=("q8_0", "f16", "bf16", "f32"))
+    merge_p.add_argument("--outtype", default=OUTTYPES[0], choices=OUTTYPES)
     merge_p.add_argument("--control", action="store_true",
                          help="convert the base without the adapter the same way (a same-format control)")  # fmt: skip
     merge_p.add_argument("--cache", type=Path, default=Path("build"), help="where llama.cpp's converter is kept")
@@ -229,7 +230,8 @@ def merge(a: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def started(a: argparse.Namespace, model: str) -> Iterator[tuple[str, str]]:
-    """The policy and sandbox targets: the given ones, else services started here (and stopped)."""
+    """The policy and sandbox targets: the given ones, else services started here (the policy on
+    the GGUF ``model``) and stopped after."""
     services: list[Service] = []
     try:
         policy, sandbox = a.policy_target, a.sandbox_target
@@ -269,7 +271,7 @@ def evaluate(a: argparse.Namespace) -> int:
                   "git_describe": git_describe(), "eval_split": a.split}  # fmt: skip
     out = a.out or Path("docs/data/training/eval") / model_id(a.model) / a.split
     deadline = time.monotonic() + a.hours * 3600 if a.hours else None
-    with started(a, a.model) as (policy_target, sandbox_target):
+    with started(a, str(path)) as (policy_target, sandbox_target):
         drawer = EvalDrawer(GrpcPolicy(insecure_channel(policy_target), "", timeout=1800.0),
                             GrpcExecutor(insecure_channel(sandbox_target)), sandbox_runner(sandbox_target),
                             settings)  # fmt: skip

@@ -65,6 +65,8 @@ class EvalDrawer:
         self.settings = settings
 
     async def draw(self, item: EvalProblem, split: str) -> ProblemPool:
+        """One problem's answers: a code completion for a code problem, else a chain of thought
+        and a program, the calls at once."""
         problem = item.problem
         messages = tuple(Message(m["role"], m["content"]) for m in problem.messages())
         s = self.settings
@@ -94,6 +96,8 @@ class EvalDrawer:
         return generation.candidates, call
 
     async def _draw(self, item: EvalProblem, kind: DrawKind, messages: tuple[Message, ...], max_tokens: int) -> Draw:
+        """The greedy answer and ``samples`` sampled ones (the sampled chains of thought with
+        logprobs: self-consistency breaks ties with them), each judged."""
         s = self.settings
         drawn_seeds = seeds(item.problem.id, kind, s.seed, s.samples + 1)
         (greedy, greedy_call), (sampled, sampled_call) = await asyncio.gather(

@@ -79,10 +79,6 @@ class RunFolder:
     path: Path
 
     @property
-    def run_id(self) -> str:
-        return self.path.name
-
-    @property
     def spec(self) -> Path:
         return self.path / "run.json"
 
