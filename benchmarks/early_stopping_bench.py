@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from evaluation.pools.provenance import provenance, write_raw
-from evaluation.problems.datasets import Problem, load_mix
+from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem, load_mix
 from evaluation.stats.intervals import wilson
 from services.common.answers import answers_equivalent, normalize_for_vote
 from services.search.strategies.stopping import should_stop, wave_sizes
@@ -126,7 +126,7 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     datasets = [d for d in args.datasets.split(",") if d]
     per_set = max(1, math.ceil(args.problems / (3 * len(datasets))))
-    problems = load_mix(datasets, per_set, split="heldout", seed=args.seed)[: args.problems]
+    problems = load_mix(datasets, per_set, split=DEVELOPMENT_KEY, seed=args.seed)[: args.problems]
     load_before = os.getloadavg()
     fixed, early = [], []
     async with httpx.AsyncClient(base_url=args.base_url, timeout=args.timeout) as http:

@@ -3,7 +3,7 @@
 The verbs stand side by side, one module each under :mod:`calibration.verbs`, in the order the
 data flows: the problem set, pools drawn through the real services, judged, and their code run
 on model-written inputs, their status and rescoring, the pricing table, the fitted routing table
-(``calibrate``), its held-out ladder, the live runs that check the simulator and measure what
+(``calibrate``), its ladder on the development split, the live runs that check the simulator and measure what
 pools cannot price, the routed run through the gateway, the escalation report, the confidence
 model's fit and replays, and the
 pools exported as training data. A verb module has ``NAME``, ``HELP``, ``add_arguments(parser)``
@@ -21,10 +21,10 @@ from calibration.verbs import (
     behaviour,
     calibrate,
     confidence,
+    development,
     draw,
     escalation,
     export,
-    heldout,
     judge,
     learned_router,
     live,
@@ -49,7 +49,7 @@ VERBS: tuple[ModuleType, ...] = (
     rescore,
     table,
     calibrate,
-    heldout,
+    development,
     lofo,
     validate,
     live,

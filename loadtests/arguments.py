@@ -10,7 +10,15 @@ import argparse
 from pathlib import Path
 
 from evaluation.problems.checkers import CodeRunner, sandbox_runner
-from evaluation.problems.datasets import Problem, Split, UnknownDataset, check_dataset_name, load_mix
+from evaluation.problems.datasets import (
+    SPLIT_NAMES,
+    Problem,
+    Split,
+    UnknownDataset,
+    check_dataset_name,
+    load_mix,
+    split_key,
+)
 from evaluation.report.settings import EvaluationSettings
 from loadtests.grid import Cell, build_grid, split_list
 from loadtests.runner import RunConfig
@@ -26,7 +34,7 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", default="chain_sum,basic_arithmetic,gsm_symbolic", help="comma-separated")
     p.add_argument("--problems", type=int, default=2, help="problems per data set and difficulty level")
     p.add_argument("--levels", default="1,2,3")
-    p.add_argument("--split", choices=["calibration", "heldout", "all"], default="heldout")
+    p.add_argument("--split", choices=list(SPLIT_NAMES), default="development")
     p.add_argument("--efforts", default="low,medium,high")
     p.add_argument("--strategies", default="auto", help="auto and/or name[:n=N][:budget=T][:verifier=V], comma-sep")
     p.add_argument("--samples", type=int, default=1, help="requests per problem and cell (different seeds)")
@@ -63,7 +71,7 @@ def run_config(
     for name in datasets:
         check_dataset_name(name)
     levels = [int(x) for x in split_list(a.levels)]
-    problems = load_mix(datasets, a.problems, split=split or a.split, seed=a.seed, levels=levels)
+    problems = load_mix(datasets, a.problems, split=split or split_key(a.split), seed=a.seed, levels=levels)
     config = RunConfig(
         base_url=a.base_url, model=a.model, out=out, api_key=a.api_key, concurrency=a.concurrency, rate=a.rate,
         samples=a.samples, temperature=a.temperature, max_tokens=a.max_tokens, stream=not a.no_stream,

@@ -3,7 +3,7 @@
 ``run`` drives the gateway over a grid (efforts x pinned strategies or free routing) at a
 concurrency or an arrival rate and writes a run directory; ``report`` turns run directories into
 tables, Pareto PNGs and a self-contained HTML page; ``compare`` prints the change between two
-runs; ``full`` is the held-out run and its report in one go (what ``make loadtest`` calls),
+runs; ``full`` is the development run and its report in one go (what ``make loadtest`` calls),
 starting the local stack when no gateway answers. Routing tables are fitted by
 ``python -m calibration calibrate``, not here.
 """

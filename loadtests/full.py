@@ -1,8 +1,9 @@
 """``python -m loadtests full``: the cost-versus-accuracy study under load in one command (what
 ``make loadtest`` runs).
 
-1. a held-out run: pinned configurations (the comparison) and free routing at every effort, on
-   held-out problems only, routed by the gateway's own table for the model (the shipped
+1. a development run: pinned configurations (the comparison) and free routing at every effort,
+   on the development split's problems only (looked at while the ladder was built: development
+   figures, not held-out ones), routed by the gateway's own table for the model (the shipped
    ``routing.<model>.json`` where the model has one, fitted on its calibration pools by
    ``python -m calibration calibrate``; the default table otherwise);
 2. the report: ``<out>/report/report.html`` with its tables and Pareto charts.
@@ -20,6 +21,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from loadtests.arguments import pricing_arguments, run_arguments, run_config
 from loadtests.gateway_stack import Stack, healthy
 from loadtests.grid import EFFORTS, build_grid, split_list
@@ -59,11 +61,11 @@ def cmd_full(a: argparse.Namespace) -> int:
     try:
         auto_cells = build_grid(efforts, ["auto"])  # validated before any load is sent
         a.efforts, a.strategies = a.pinned_effort, a.configs
-        config, fixed_cells, problems = run_config(a, out / "heldout-run", split="heldout")
+        config, fixed_cells, problems = run_config(a, out / "development-run", split=DEVELOPMENT_KEY)
         asyncio.run(run(config, [*fixed_cells, *auto_cells], problems))
         _raise_on_sigterm()
-        title = f"ttc-serve cost vs accuracy under load, held-out problems: {a.model}"
-        page = make_report([out / "heldout-run"], out / "report", a, title=title)
+        title = f"ttc-serve cost vs accuracy under load, development problems: {a.model}"
+        page = make_report([out / "development-run"], out / "report", a, title=title)
         print(f"report: {page}")
         return 0
     finally:
@@ -73,17 +75,17 @@ def cmd_full(a: argparse.Namespace) -> int:
 
 def add_full_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "full", help="held-out run (pinned configurations and routed efforts) and report (make loadtest)"
+        "full", help="development run (pinned configurations and routed efforts) and report (make loadtest)"
     )
     run_arguments(p)
     p.set_defaults(func=cmd_full, problems=108, efforts="", out=Path("reports/loadtest"), max_tokens=192)
     for action in p._actions:  # --problems means the total here; --out has a default
         if action.dest == "problems":
-            action.help = "held-out problems in total, spread over sets x levels"
+            action.help = "development problems in total, spread over sets x levels"
         if action.dest == "out":
             action.required = False
         if action.dest == "efforts":
-            action.help = "efforts routed freely in the held-out run (default: every effort)"
+            action.help = "efforts routed freely in the development run (default: every effort)"
     p.add_argument("--configs", default=DEFAULT_CONFIGS, help="pinned configurations measured beside the efforts")
     p.add_argument("--pinned-effort", default="medium", help="effort label of the pinned requests")
     p.add_argument("--no-start-stack", action="store_true", help="fail instead of starting the local stack")

@@ -19,7 +19,7 @@ from typing import Any
 
 from locust import HttpUser, between, events, task
 
-from evaluation.problems.datasets import load_mix
+from evaluation.problems.datasets import DEVELOPMENT_KEY, load_mix
 from loadtests.client import EXTENSION_KEY, request_kwargs
 from loadtests.grid import build_grid, split_list
 
@@ -27,7 +27,7 @@ from loadtests.grid import build_grid, split_list
 def _mix() -> tuple[str, list[Any], list[Any], int]:
     model = os.environ.get("LOADTEST_MODEL", "qwen2.5-coder-0.5b")
     datasets = split_list(os.environ.get("LOADTEST_DATASETS", "chain_sum,basic_arithmetic,gsm_symbolic"))
-    problems = load_mix(datasets, int(os.environ.get("LOADTEST_PROBLEMS", "4")), split="heldout")
+    problems = load_mix(datasets, int(os.environ.get("LOADTEST_PROBLEMS", "4")), split=DEVELOPMENT_KEY)
     cells = build_grid(
         split_list(os.environ.get("LOADTEST_EFFORTS", "low,medium,high")),
         split_list(os.environ.get("LOADTEST_STRATEGIES", "auto")),

@@ -1,7 +1,8 @@
-"""OptiLLM side by side with our efforts, on the same engine and held-out problems.
+"""OptiLLM side by side with our efforts, on the same engine and development problems.
 
-Both columns of the table answer the same held-out problems (``evaluation/problems/problemset.py``,
-``heldout`` split), checked by the same checkers (``answer_correct`` on the extracted answer;
+Both columns of the table answer the same problems of the development split
+(``evaluation/problems/problemset.py``; looked at while the ladder was built, so these are
+development figures, not held-out ones), checked by the same checkers (``answer_correct`` on the extracted answer;
 HumanEval by its hidden tests in the sandbox), through the official ``openai`` SDK:
 
 - ``ttc:<effort>``: our gateway with ``reasoning_effort=<effort>``, routed as a user's request is;
@@ -41,7 +42,7 @@ import openai
 
 from evaluation.pools.provenance import DATA, git_describe, provenance, write_raw
 from evaluation.problems.checkers import CodeRunner, check_code, sandbox_runner
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem
 from evaluation.problems.problemset import FAMILIES, answer_correct, build_problem_set, family_of
 from loadtests.gateway_stack import Stack, healthy
 from loadtests.optillm.configs import Config, build_configs, split_names
@@ -55,10 +56,10 @@ TEXT_KEPT = 4_000
 
 
 def select_problems(count: int, families: Sequence[str], seed: int) -> list[Problem]:
-    """The first ``count`` held-out problems, families interleaved (any prefix covers them all)."""
+    """The first ``count`` development problems, families interleaved (any prefix covers them all)."""
     names = list(families) or [f.name for f in FAMILIES]
     per_family = max(1, math.ceil(count / len(names)))
-    return build_problem_set("heldout", per_family=per_family, seed=seed, families=names)[:count]
+    return build_problem_set(DEVELOPMENT_KEY, per_family=per_family, seed=seed, families=names)[:count]
 
 
 async def judge(problem: Problem, text: str, runner: CodeRunner | None) -> tuple[str, str, str]:
@@ -214,7 +215,7 @@ def summary(records: list[dict[str, Any]], configs: list[Config]) -> dict[str, A
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--problems", type=int, default=200, help="held-out problems (families interleaved)")
+    p.add_argument("--problems", type=int, default=200, help="development problems (families interleaved)")
     p.add_argument(
         "--families", default="", help="comma-separated subset of evaluation/problems/problemset.py's families"
     )

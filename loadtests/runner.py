@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from evaluation.pools.provenance import load_average, provenance
 from evaluation.problems.checkers import CodeRunner, check
-from evaluation.problems.datasets import Problem, split_of
+from evaluation.problems.datasets import Problem, split_name, split_of
 from evaluation.report.records import RecordWriter, RequestRecord, done_keys, write_problems, write_run_meta
 from loadtests.client import Reply, candidate_texts, fetch_trace, request_kwargs, send
 from loadtests.grid import Cell
@@ -133,7 +133,7 @@ async def _record(
         problem_id=problem.id,
         dataset=problem.dataset,
         level=problem.level,
-        split=split_of(problem.id),
+        split=split_name(split_of(problem.id)),
         sample=sample,
         effort_requested=cell.effort,
         strategy_pinned=cell.label,

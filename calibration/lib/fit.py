@@ -1,7 +1,7 @@
 """The one routing fit every verb shares: price every calibration pool, let the live tree
 strategies and the cascades onto a larger model compete, fit the routes.
 
-``calibrate`` writes the fit as a routing table, ``heldout`` scores it on held-out pools and
+``calibrate`` writes the fit as a routing table, ``development`` scores it on the development split's pools and
 ``routed`` serves it through the gateway; all three call :func:`fit_pools`, so they can never
 disagree on what was fitted. The fit itself is pure (:func:`evaluation.routing.route_fit.fit`);
 this reads the pools and live records from disk and embeds the prompts with the gateway's
@@ -49,7 +49,7 @@ def fit_pools(
     leave_out: Collection[str] = (),
 ) -> FittedPools:  # fmt: skip
     """Price and fit on every calibration pool in ``pools_dir``: the one fit ``calibrate`` writes
-    and ``heldout`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
+    and ``development`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
     live records of sequential and tree strategies (default ``docs/data/calibration/live/<model>``
     when it exists), competing in the fit (:mod:`evaluation.routing.live_join`). ``large_pools_dir``: a
     larger model's pools; every servable cascade onto it competes the same way, measured where

@@ -3,7 +3,7 @@ estimator (the gateway's own, with the MiniLM encoder it loads) and task-type cl
 each question's route per effort.
 
 Routing with a zero-token estimator is deterministic, so this is what a routed request will
-run: the held-out ladder prices these routes on held-out pools (``heldout``) and the routed run
+run: the development ladder prices these routes on the development split's pools (``development``) and the routed run
 predicts, and then checks, the route of every request it sends (``routed``). A probe estimator
 would need live requests, so it is refused.
 """

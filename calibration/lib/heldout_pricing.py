@@ -1,10 +1,10 @@
-"""The fitted ladder priced on held-out pools: each problem routed as the gateway routes it, the
-route's configuration priced on the problem's own pool, and the budgets the fit used.
+"""The fitted ladder priced on pools the fit never saw: each problem routed as the gateway routes
+it, the route's configuration priced on the problem's own pool, and the budgets the fit used.
 
-Shared by the offline held-out ladder (``heldout``), the offline-priced rows beside a routed
-run's live ones (``routed``) and the leave-one-family-out folds (``lofo``), so they price one
-ladder the same way. Routing loads the gateway's MiniLM encoder (:mod:`~.gateway_routes`); the
-rest is :mod:`evaluation.heldout.ladder`.
+Shared by the offline ladder on the development split (``development``), the offline-priced rows
+beside a routed run's live ones (``routed``) and the leave-one-family-out folds (``lofo``), so
+they price one ladder the same way. Routing loads the gateway's MiniLM encoder
+(:mod:`~.gateway_routes`); the rest is :mod:`evaluation.heldout.ladder`.
 """
 
 from __future__ import annotations
@@ -39,26 +39,27 @@ def routed(
 
 def priced(
     pools: Sequence[ProblemPool], fitted: FittedPools, *, confidence: float, limit: int, seed: int,
-    large_heldout: Sequence[ProblemPool] = (),
+    large_pools: Sequence[ProblemPool] = (),
 ) -> tuple[Pricer, Outcomes]:  # fmt: skip
     """Every configuration of the fit priced on ``pools`` (the latency model fitted on their own
-    calls), with the fit's cascades where ``large_heldout`` holds the problem."""
+    calls), with the fit's cascades where ``large_pools``, the larger model's pools of the same
+    split, hold the problem."""
     pricer = Pricer(fit_latency(list(pools)), stop_rule(confidence), limit=limit, seed=seed)
     outcomes = Outcomes.of(pools, price_all(pricer, pools, fitted.configs), fitted.configs)
-    add_cascades(outcomes, pools, large_heldout, pricer, fitted, confidence=confidence, limit=limit, seed=seed)
+    add_cascades(outcomes, pools, large_pools, pricer, fitted, confidence=confidence, limit=limit, seed=seed)
     return pricer, outcomes
 
 
-def add_cascades(outcomes: Outcomes, heldout: Sequence[ProblemPool], large_heldout: Sequence[ProblemPool],
+def add_cascades(outcomes: Outcomes, pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool],
                  pricer: Pricer, fitted: FittedPools, *, confidence: float, limit: int, seed: int) -> None:  # fmt: skip
-    """Every cascade the fit could route to, priced on the held-out problems drawn for both
-    models, into ``outcomes`` (in place); nothing when the fit had no cascades or the large
-    model no held-out pools."""
-    if not large_heldout or fitted.live is None:
+    """Every cascade the fit could route to, priced on the problems drawn for both models, into
+    ``outcomes`` (in place); nothing when the fit had no cascades or the large model no pools of
+    the split."""
+    if not large_pools or fitted.live is None:
         return
-    large = Pricer(fit_latency(large_heldout), stop_rule(confidence), limit=limit, seed=seed)
+    large = Pricer(fit_latency(large_pools), stop_rule(confidence), limit=limit, seed=seed)
     pairs = [p for label in fitted.live.routes if (p := pair_of_label(label, fitted.configs)) is not None]
-    estimates = cascade_estimates(heldout, large_heldout, pricer, large, pairs)
+    estimates = cascade_estimates(pools, large_pools, pricer, large, pairs)
     add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)
 
 

@@ -24,7 +24,7 @@ from calibration.lib.latency_probe import latency_probe
 from calibration.lib.services import Service, model_lock, policy_service, sandbox_service
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import DRAW_KINDS, Call, Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
-from evaluation.problems.datasets import SPLIT_SALT, Problem
+from evaluation.problems.datasets import SPLIT_SALT, Problem, split_name
 from services.common.grpc_client import insecure_channel
 from services.gen.ttc.v1 import sandbox_pb2_grpc
 from services.orchestrator.clients import GrpcExecutor, GrpcPolicy
@@ -147,7 +147,7 @@ class PoolRun:
         version, sha256, describe = program_version(), model_sha256(self.model), git_describe()
         todo = plan(self.directory, self.split, self.problems, self.settings, version,
                     redraw_stale=self.redraw_stale, sha256=sha256)  # fmt: skip
-        self.log(f"{self.model} {self.split}: {len(self.problems)} problems, {len(todo.todo)} to draw, "
+        self.log(f"{self.model} {split_name(self.split)}: {len(self.problems)} problems, {len(todo.todo)} to draw, "
                  f"{len(todo.stale)} stale chunk(s) to re-draw, {todo.kept_stale} kept from other program versions; "
                  f"program version {version}, code {describe}")  # fmt: skip
         deadline = time.monotonic() + self.hours * 3600 if self.hours else None

@@ -1,6 +1,6 @@
 """The records of a live run through the gateway, in chunks written whole.
 
-The simulator check (``validate``), the live tree strategies (``live``) and the routed held-out
+The simulator check (``validate``), the live tree strategies (``live``) and the routed development
 ladder (``routed``) keep their records alike: ``<split>-NNNNN.jsonl`` files under the run's
 folder, each a header (the code, model, settings that wrote it and its record count) and then
 one line per request. A chunk is written to a temporary file and renamed, so a run stopped at

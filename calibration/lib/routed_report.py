@@ -1,9 +1,9 @@
 """The report of ``python -m calibration routed``: live rows, the Must-show checks and the
-offline-priced ladder on the same held-out problems (a second simulator check, for free).
+offline-priced ladder on the same development problems (a second simulator check, for free).
 
 The checks are :mod:`evaluation.heldout.checks`' own (one source of truth), decided on the live
 rows; "routed within 3 points of the best fixed configuration within budget" compares the live
-row with the best fixed configuration priced on the held-out pools of the same problems (no
+row with the best fixed configuration priced on the development pools of the same problems (no
 fixed configuration runs live here), so it needs the fit this run's table came from.
 """
 
@@ -29,14 +29,14 @@ def offline_ladder(
     efforts: Sequence[str],
     seed: int = 0,
     table: RoutingTable | None = None,
-    large_heldout: Sequence[ProblemPool] = (),
+    large_pools: Sequence[ProblemPool] = (),
 ) -> dict[str, Any]:
-    """The ladder priced on ``pools`` as ``heldout`` prices it (the fit's budgets; the routes of
-    ``table``, the served one, else the fit's own; cascades priced where ``large_heldout``, the
-    escalation model's held-out pools, has the problem, unpriced elsewhere)."""
+    """The ladder priced on ``pools`` as ``development`` prices it (the fit's budgets; the routes of
+    ``table``, the served one, else the fit's own; cascades priced where ``large_pools``, the
+    escalation model's development pools, has the problem, unpriced elsewhere)."""
     table = table or RoutingTable.model_validate(fitted.fit.table)
     _, labels = routed(table, fitted, pools, efforts)
-    _, outcomes = priced(pools, fitted, confidence=0.9, limit=64, seed=seed, large_heldout=large_heldout)
+    _, outcomes = priced(pools, fitted, confidence=0.9, limit=64, seed=seed, large_pools=large_pools)
     budgets = calibration_budgets(fitted)
     return ladder(
         pools, labels, outcomes, problem_budgets({p.id: task_type_of(p) for p in pools}, budgets), efforts, seed
@@ -48,32 +48,32 @@ def report(
     efforts: Sequence[str],
     headers: Sequence[Mapping[str, Any]],
     fitted: FittedPools | None,
-    heldout: Sequence[ProblemPool],
+    development: Sequence[ProblemPool],
     table: RoutingTable | None = None,
-    large_heldout: Sequence[ProblemPool] = (),
+    large_pools: Sequence[ProblemPool] = (),
 ) -> dict[str, Any]:
     """``report.json``'s body, its Markdown included, from the run's ``records`` and chunk
     ``headers``: live rows per group and effort (:func:`~evaluation.heldout.routed_plan.summaries`),
     errors by kind, and the served confidence's calibration on these answers
     (:func:`~evaluation.heldout.routed_plan.served_calibration`); ``table``: the served table, when
-    it is not the fit's own (the offline ladder routes by it); ``large_heldout``: the escalation
-    model's held-out pools (the offline ladder prices cascades on them)."""
+    it is not the fit's own (the offline ladder routes by it); ``large_pools``: the escalation
+    model's development pools (the offline ladder prices cascades on them)."""
     found = outcomes(records)
     live, errors = summaries(found, efforts), error_counts(found)
     served = served_calibration(records)
     ids = {pid for pid, _ in found}
-    mine = [p for p in heldout if p.id in ids]
+    mine = [p for p in development if p.id in ids]
     offline: dict[str, Any] = {}
     if fitted is not None and mine:
-        offline = offline_ladder(fitted, mine, efforts, table=table, large_heldout=large_heldout)
+        offline = offline_ladder(fitted, mine, efforts, table=table, large_pools=large_pools)
     groups = {g: {"routed": rows, "fixed": offline.get(g, {}).get("fixed", []),
                   "best_fixed": offline.get(g, {}).get("best_fixed", {})} for g, rows in live.items()}  # fmt: skip
     checks = all_checks(groups, efforts, len(ids), None, [])
     kinds = Counter(p.kind for p in mine)
     lines = [
-        "# Held-out ladder measured through the gateway (routed by effort)",
+        "# Development-split ladder measured through the gateway (routed by effort)",
         "",
-        f"{len(ids)} held-out problems ({', '.join(f'{k} {n}' for k, n in kinds.items())}), "
+        f"{len(ids)} development problems ({', '.join(f'{k} {n}' for k, n in kinds.items())}), "
         f"{len(headers)} chunks, code {sorted({str(h.get('git_describe')) for h in headers})}; "
         f"errors excluded, never wrong: {dict(errors) or 'none'}.",
         "",

@@ -37,7 +37,7 @@ from evaluation.pools.store import ProblemPool, iter_chunks, read_pools
 from evaluation.pricing.live_records import GatewayPin, LiveRecord, Unmappable, gateway_pin, latest_records
 from evaluation.pricing.pricer import Config, Estimate, Pricer
 from evaluation.pricing.table import default_configs, fit_latency
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import Problem, split_key, split_name
 from loadtests.client import Reply, request_kwargs, send
 from loadtests.grid import Cell
 from loadtests.runner import request_seed
@@ -150,7 +150,7 @@ class Validation(GatewayRun):
         latest = {(r["problem_id"], r["config"]): r for r in records}
         todo = [(p, name) for p in pools for name in configs
                 if (p.id, name) not in latest or (self.retry_errors and latest[(p.id, name)].get("error"))]  # fmt: skip
-        self.log(f"{self.model} {self.split}: {len(pools)} problems x {len(configs)} configurations; "
+        self.log(f"{self.model} {split_name(self.split)}: {len(pools)} problems x {len(configs)} configurations; "
                  f"{len(latest)} recorded, {len(todo)} to send; code {git_describe()}")  # fmt: skip
         return await self.send_chunks(
             todo,
@@ -265,7 +265,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags ``validate`` and ``live`` share."""
     p.add_argument("--model", default=DEFAULT_MODEL, help="the pools' model, as the gateway serves it")
     p.add_argument("--pools", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
-    p.add_argument("--split", choices=["calibration", "heldout"], default="calibration")
+    p.add_argument("--split", choices=["calibration", "development"], default="calibration")
     p.add_argument("--configs", default=DEFAULT_CONFIGS, help="priced configurations to run live (comma-separated)")
     p.add_argument("--limit", type=int, default=60, help="problems (0: every pool the configurations price)")
     p.add_argument("--base-url", default="", help="a running gateway's /v1 URL (default: start ttc stack)")
@@ -290,7 +290,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_validation(a: argparse.Namespace, kind: type[Validation], default_out: Path) -> int:
     """Run ``kind`` (``validate``'s :class:`Validation`, ``live``'s subclass) as ``a`` asks, then report."""
     validation = kind(
-        model=a.model, split=a.split, pools_dir=a.pools or DEFAULT_POOLS / a.model,
+        model=a.model, split=split_key(a.split), pools_dir=a.pools or DEFAULT_POOLS / a.model,
         out=a.out or default_out / a.model, configs=[c for c in a.configs.split(",") if c.strip()],
         limit=a.limit, base_url=a.base_url, hours=a.hours, chunk_size=a.chunk_size, effort=a.effort, seed=a.seed,
         confidence=a.confidence, timeout_s=a.timeout_s, retry_errors=a.retry_errors, api_key=a.api_key,

@@ -28,7 +28,7 @@ from calibration.lib.drawer import DrawSettings
 from calibration.lib.fit import fit_pools
 from calibration.lib.paths import DATA, safe_name
 from calibration.lib.pool_run import PoolRun, StaleSettings, data_provenance
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem
 from evaluation.problems.problemset import FAMILIES, TASK_KINDS, build_problem_set, check_disjoint
 from evaluation.routing.route_fit import Fit
 from services.gateway.ladder_card import ladder_card, render_card
@@ -97,7 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def draw(a: argparse.Namespace, pools_dir: Path, families: list[str]) -> int:
     """Draw the calibration split into ``pools_dir`` within the time limit; problems drawn."""
     problems: list[Problem] = build_problem_set("calibration", per_family=a.per_family, seed=a.seed, families=families)
-    check_disjoint(problems, build_problem_set("heldout", per_family=a.per_family, seed=a.seed, families=families))
+    development = build_problem_set(DEVELOPMENT_KEY, per_family=a.per_family, seed=a.seed, families=families)
+    check_disjoint(problems, development)
     settings = DrawSettings(k=a.k, temperature=a.temperature, cot_max_tokens=a.cot_max_tokens,
                             code_max_tokens=a.code_max_tokens, program_max_tokens=a.program_max_tokens,
                             seed=a.seed)  # fmt: skip

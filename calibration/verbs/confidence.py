@@ -3,7 +3,7 @@ candidate pools, or measure it.
 
 ``fit`` writes ``services/common/confidence.v1.json``: prompt priors fitted on every calibration
 problem, and the calibrator whose kind grouped cross-validation chose, fitted on replayed rows
-(:mod:`evaluation.confidence.selection`). ``report`` measures a model on the held-out pools (a
+(:mod:`evaluation.confidence.selection`). ``report`` measures a model on the development split's pools (a
 disjoint hash split of the calibration problems while none is drawn, and it says so) and writes
 ``docs/data/confidence/report.json``, the per-row predictions (``predictions.jsonl``), the
 reliability diagram (``reliability.png``) and ``summary.md`` (:mod:`evaluation.confidence.report`).
@@ -20,7 +20,7 @@ from evaluation.confidence.selection import POOLS, fit_model, load_split
 from services.common.confidence import DEFAULT_PATH, Calibrator
 
 NAME = "confidence"
-HELP = "fit the calibrated confidence on pools (fit) or measure it on held-out pools (report)"
+HELP = "fit the calibrated confidence on pools (fit) or measure it on development pools (report)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from calibration.lib.arguments import add_problem_set_arguments, pool_folder
 from calibration.lib.drawer import DrawSettings
 from calibration.lib.paths import DEFAULT_MODEL
 from calibration.lib.pool_run import PoolRun, StaleSettings, data_provenance
-from evaluation.problems.datasets import Split
+from evaluation.problems.datasets import DEVELOPMENT_KEY, split_key
 from evaluation.problems.problemset import build_problem_set, check_disjoint, family_names
 
 NAME = "draw"
@@ -28,7 +28,7 @@ HELP = "draw pools through the policy and sandbox services (resumes)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_problem_set_arguments(p)
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--split", choices=["calibration", "heldout"], default="calibration")
+    p.add_argument("--split", choices=["calibration", "development"], default="calibration")
     p.add_argument("--out", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
     p.add_argument("--k", type=int, default=8, help="sampled candidates per kind (plus one greedy)")
     p.add_argument("--temperature", type=float, default=0.7)
@@ -46,9 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    split: Split = a.split
+    split = split_key(a.split)
     problems = build_problem_set(split, per_family=a.per_family, seed=a.seed, families=family_names(a.families))
-    other = build_problem_set("heldout" if split == "calibration" else "calibration", per_family=a.per_family,
+    other = build_problem_set(DEVELOPMENT_KEY if split == "calibration" else "calibration", per_family=a.per_family,
                               seed=a.seed, families=family_names(a.families))  # fmt: skip
     check_disjoint(*((problems, other) if split == "calibration" else (other, problems)))
     if a.max_problems:

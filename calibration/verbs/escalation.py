@@ -6,14 +6,14 @@ served ``cascade``: ``n``, ``early_stop``, ``large_inner``, ``large_n``, ``large
 report carries the route that serves it) at each ``--thresholds`` value, on
 the problems drawn for both. The cascade judged is chosen on the calibration split
 (:func:`evaluation.heldout.escalation.choose`) when both models have calibration pools; otherwise it is
-the first pair at the first threshold, stated before any held-out number was seen, and the
+the first pair at the first threshold, stated before any development number was seen, and the
 output says it was not chosen on calibration. Printed: every candidate's overall row, then, for
 the judged one, per family, per task kind and overall the three arms with 95% intervals,
 tokens, p50 latency and the share escalated, and the verdict
 (:mod:`evaluation.heldout.escalation`). The raw report, with the pools' provenance, goes to
 ``docs/data/escalation/escalation-<UTC>.json``. Pricing only: no model runs.
 
-    python -m calibration escalation --large-model qwen2.5-coder-1.5b --split heldout
+    python -m calibration escalation --large-model qwen2.5-coder-1.5b --split development
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from evaluation.pools.store import Chunk, ProblemPool, iter_chunks, latest_pools
 from evaluation.pricing.cascade import served_route
 from evaluation.pricing.pricer import Config, Pricer, stop_rule
 from evaluation.pricing.table import default_configs, fit_latency
+from evaluation.problems.datasets import split_key
 from evaluation.routing.escalation_join import DEFAULT_PAIRS, THRESHOLDS, pairs_of
 from evaluation.routing.fit_provenance import pools_provenance
 from evaluation.routing.served_routes import route_of
@@ -42,7 +43,7 @@ DEFAULT_THRESHOLDS = ",".join(f"{t:g}" for t in THRESHOLDS)
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help="the small model (its pools' folder)")
     p.add_argument("--large-model", default="qwen2.5-coder-1.5b", help="the model escalated to")
-    p.add_argument("--split", choices=["calibration", "heldout"], default="heldout", help="the split reported")
+    p.add_argument("--split", choices=["calibration", "development"], default="development", help="the split reported")
     p.add_argument("--pair", action="append", default=[],
                    help="small->large configurations (repeatable; the first is the one judged; "
                         f"default {', '.join(DEFAULT_PAIRS)})")  # fmt: skip
@@ -55,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read(model: str, split: str) -> tuple[list[Chunk], list[ProblemPool]]:
-    chunks = list(iter_chunks(DEFAULT_POOLS / model, split))
+    """``model``'s chunks and newest pools of the split a user names (``development``, ``calibration``)."""
+    chunks = list(iter_chunks(DEFAULT_POOLS / model, split_key(split)))
     return chunks, [pool for pool, _ in latest_pools(iter(chunks)).values()]
 
 
@@ -108,7 +110,7 @@ def run(a: argparse.Namespace) -> int:
     if reports is None:
         print(f"no {a.split} problem is drawn for both models", file=sys.stderr)
         return 1
-    fitted = reports_on("calibration") if a.split == "heldout" else None
+    fitted = reports_on("calibration") if a.split == "development" else None
     judged = choose(fitted) if fitted else 0
     how = "chosen on calibration" if fitted else "not chosen on calibration (no calibration pools of both): the first"
     print("| cascade | problems | small | large | cascade | cascade tok (large tok) | p50 s (large) | escalated |")

@@ -4,7 +4,7 @@ Writes ``sft.jsonl`` (per prompt, the best verified trajectory in the OpenAI fin
 format), ``preferences.jsonl`` (verified-right against verified-wrong answers of one prompt),
 ``outcomes.jsonl`` (an outcome label per candidate), ``manifest.json`` (counts, what was left out
 and why, the code revision, each pool's model sha256 and seeds) and the rows' JSON schemas under
-``schemas/``. Only independent checks verify; no development (held-out) or sealed problem is
+``schemas/``. Only independent checks verify; no development or sealed problem is
 ever exported (:mod:`evaluation.training`; docs/training.md).
 
     python -m calibration export --pools docs/data/calibration/pools/qwen2.5-coder-0.5b \\
@@ -37,7 +37,7 @@ HELP = "export pools (and opted-in served traces) as fine-tuning, preference and
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pools", type=Path, action="append", required=True,
-                   help="a model's pool folder (calibration and held-out chunks); repeat for several")  # fmt: skip
+                   help="a model's pool folder (calibration and development chunks); repeat for several")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, help="folder to write the files into")
     p.add_argument("--redis-url", default="", help="where served traces are (needed with --served-keys)")
     p.add_argument("--served-keys", default="",

@@ -4,8 +4,8 @@ Per configuration, a ridge or kNN over the prompt's zero-token features predicts
 answers right, and per effort the router picks the best predicted within the budget
 (:mod:`evaluation.routing.learned_router`). By default they are compared with the table's
 routing and every fixed configuration by K-fold cross-validation grouped by problem on the
-calibration pools; with ``--heldout`` every router is fitted on every calibration pool and
-scored on every held-out pool (:mod:`evaluation.heldout.learned_heldout`). The raw result goes
+calibration pools; with ``--development`` every router is fitted on every calibration pool and
+scored on every pool of the development split (:mod:`evaluation.heldout.learned_heldout`). The raw result goes
 to ``docs/data/learned_router/`` (unless ``--no-write``).
 """
 
@@ -21,12 +21,13 @@ from calibration.lib.paths import SHIPPED_POOLS
 from evaluation.heldout.learned_heldout import evaluate_heldout, markdown, routers
 from evaluation.pools.provenance import provenance, write_raw
 from evaluation.pools.store import iter_chunks
+from evaluation.problems.datasets import split_key
 from evaluation.routing.learned_router import cross_validate, knn_predictor, ridge_predictor
 from evaluation.routing.router_problems import load_problems
 from evaluation.routing.types import BUDGET_MULTIPLES
 
 NAME = "learned-router"
-HELP = "learned routers against the table: cross-validated on calibration pools, or on held-out pools"
+HELP = "learned routers against the table: cross-validated on calibration pools, or on development pools"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,13 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--knn", type=int, default=5)
     p.add_argument("--alpha", type=float, default=10.0)
-    p.add_argument("--shrink", type=float, default=0.5, help="held-out: kNN_shrunk's weight on the task type's mean")
-    p.add_argument("--heldout", action="store_true", help="train on every calibration pool, test on the held-out ones")
+    p.add_argument("--shrink", type=float, default=0.5, help="development: kNN_shrunk's weight on the task type's mean")
+    p.add_argument("--development", action="store_true",
+                   help="train on every calibration pool, test on the development split's")  # fmt: skip
     p.add_argument("--no-write", action="store_true", help="print only; write no raw file")
 
 
 def run(a: argparse.Namespace) -> int:
-    return heldout(a) if a.heldout else folds(a)
+    return development(a) if a.development else folds(a)
 
 
 def folds(a: argparse.Namespace) -> int:
@@ -51,7 +53,7 @@ def folds(a: argparse.Namespace) -> int:
     problems = split["calibration"]
     predictors = {"ridge": ridge_predictor(a.alpha), "knn": knn_predictor(a.knn)}
     result = cross_validate(problems, predictors, folds=a.folds, seed=a.seed)
-    setup = {"folds": a.folds, "grouping": "problem", "held_out_pools": False, "ridge_alpha": a.alpha}
+    setup = {"folds": a.folds, "grouping": "problem", "development_pools": False, "ridge_alpha": a.alpha}
     result["setup"] = about | setup | {"knn_k": a.knn, "budget_multiples": dict(BUDGET_MULTIPLES)}
     print(table(result))
     if not a.no_write:
@@ -59,13 +61,15 @@ def folds(a: argparse.Namespace) -> int:
     return 0
 
 
-def heldout(a: argparse.Namespace) -> int:
-    """Fitted on the calibration pools, scored on the held-out ones."""
-    chunks = {s: [c.path.name for c in iter_chunks(a.pools, s)] for s in ("calibration", "heldout")}
+def development(a: argparse.Namespace) -> int:
+    """Fitted on the calibration pools, scored on the development split's."""
+    splits = ("calibration", "development")
+    chunks = {s: [c.path.name for c in iter_chunks(a.pools, split_key(s))] for s in splits}
     started = provenance(chunks=chunks)
-    split, about = load_problems(a.pools, a.seed, ("calibration", "heldout"))
-    result = evaluate_heldout(split["calibration"], split["heldout"], routers(a.knn, a.alpha, a.shrink), seed=a.seed)
-    result["setup"] = about | {"held_out_pools": True, "ridge_alpha": a.alpha, "knn_k": a.knn, "shrink": a.shrink,
+    split, about = load_problems(a.pools, a.seed, splits)
+    result = evaluate_heldout(split["calibration"], split["development"], routers(a.knn, a.alpha, a.shrink),
+                              seed=a.seed)  # fmt: skip
+    result["setup"] = about | {"development_pools": True, "ridge_alpha": a.alpha, "knn_k": a.knn, "shrink": a.shrink,
                                "budget_multiples": dict(BUDGET_MULTIPLES)}  # fmt: skip
     print(markdown(result))
     if not a.no_write:

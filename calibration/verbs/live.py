@@ -11,7 +11,7 @@ configurations and the subset differ. Records go under ``docs/data/calibration/l
 
 The report (printed, and ``report.json`` beside the records) is the pricing table on the live
 subset: every live configuration beside every priced configuration on the same problems
-(:func:`evaluation.pricing.live_configs.live_table`). ``calibrate`` and ``heldout`` read the same
+(:func:`evaluation.pricing.live_configs.live_table`). ``calibrate`` and ``development`` read the same
 records into the route fit (:func:`calibration.lib.fit.live_set`).
 """
 

@@ -5,12 +5,12 @@ fits it (:func:`calibration.lib.fit.fit_pools`: every calibration pool, the live
 the embedding estimator and its bins, the budgets) but on every family except F; F's problems are
 then routed as the gateway routes their prompts under that table (its task-type classifier, the
 refitted estimator's bins) and the routes priced on F's own pools
-(:func:`calibration.lib.heldout_pricing.priced_rows`): on F's development (held-out) pools, and
+(:func:`calibration.lib.heldout_pricing.priced_rows`): on F's development pools, and
 on F's calibration pools, which this fit did not see either. A prompt whose task type no
 other family supplies gets the table's default routes, as the gateway serves a task type the
 table has no routes for; each row says which (``routes``). Beside them stand the same
 development problems routed by the full fit (every family, this run) and, from the committed
-held-out report, the figures the served table scored on them (``--in-family``), with the
+development report, the figures the served table scored on them (``--in-family``), with the
 paired difference. Pricing only, no model runs: one fit per family, about a minute each on two
 shared cores. Raw JSON to ``--out``; per effort a Markdown table to stdout
 (:mod:`evaluation.heldout.lofo` summarizes).
@@ -32,13 +32,16 @@ from calibration.lib.paths import DATA, DEFAULT_MODEL, DEFAULT_POOLS, relative_t
 from evaluation.heldout.lofo import Row, by_effort, paired_difference
 from evaluation.pools.provenance import load_average, provenance
 from evaluation.pools.store import ProblemPool, read_pools
+from evaluation.problems.datasets import split_key
 from evaluation.problems.problemset import FAMILIES, FAMILY_BY_NAME
 from services.gateway.routing import RoutingTable
 
 NAME = "lofo"
 HELP = "leave one family out: fit routing without a family, price its routes on that family"
-SPLITS = ("development", "calibration")  # the left-out family's pools priced (store split names below)
-STORE_SPLIT = {"development": "heldout", "calibration": "calibration"}
+SPLITS = ("development", "calibration")  # the left-out family's pools priced
+#: the ``development`` verb's reports, newest first by their UTC stamp; the second pattern is the
+#: name it wrote before the split was called development (committed reports keep it)
+REPORTS = ("development_ladder-[0-9]*.json", "heldout_ladder-[0-9]*.json")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=DATA / "lofo", help="folder of the raw JSON, lofo-<UTC>.json")
     p.add_argument("--families", default="", help="comma-separated families to leave out (default: every one)")
     p.add_argument("--in-family", type=Path, default=None,
-                   help="the held-out report to compare with (default: the newest heldout_ladder-*.json of "
+                   help="the development report to compare with (default: the newest development_ladder-*.json of "
                         "--model under docs/data/calibration)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=64, help="subsets replayed per problem and configuration")
@@ -56,8 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def newest_report(model: str) -> Path | None:
-    """The newest committed held-out report of ``model``'s own table (no escalation)."""
-    for path in sorted(DATA.glob("heldout_ladder-[0-9]*.json"), reverse=True):
+    """The newest committed development report of ``model``'s own table (no escalation)."""
+    found = [path for pattern in REPORTS for path in DATA.glob(pattern)]
+    for path in sorted(found, key=lambda p: p.name.split("-", 1)[1], reverse=True):
         prov = json.loads(path.read_text())["provenance"]
         if prov.get("model") == model and "escalation" not in prov.get("fit", {}):
             return path
@@ -102,7 +106,7 @@ def summaries(rows: Sequence[Row], in_family: Sequence[Row], committed: Sequence
 def run(a: argparse.Namespace) -> int:
     pools_dir = a.pools or DEFAULT_POOLS / a.model
     started = provenance(a.model)
-    split_pools = {split: read_pools(pools_dir, STORE_SPLIT[split]) for split in SPLITS}
+    split_pools = {split: read_pools(pools_dir, split_key(split)) for split in SPLITS}
     present = {p.family for p in split_pools["calibration"]}
     families = [f for f in a.families.split(",") if f] or [f.name for f in FAMILIES if f.name in present]
     unknown = sorted(set(families) - present)
@@ -136,7 +140,7 @@ def run(a: argparse.Namespace) -> int:
                 "efforts": efforts}  # fmt: skip
     body = {
         "provenance": started | settings | {"load_average_end": load_average()},
-        "splits": {split: f"{STORE_SPLIT[split]}-*.jsonl" for split in SPLITS},
+        "splits": {split: f"{split_key(split)}-*.jsonl" for split in SPLITS},
         "pooled": pooled,
         "per_family": per_family,
         "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],

@@ -8,7 +8,7 @@ problems, and the choice is compared per family with the task-type rules' (a cha
 for ``open``, a program elsewhere) and with the base rate; the threshold at which an ``open``
 prompt switches to a program is fitted on those left-out probabilities, and the gate decides
 whether the gateway serves the switch. The classifier fitted on every family is also applied to
-the held-out pools. Writes the gateway's model file (``services/gateway/routing/modality.<model>.json``,
+the development split's pools. Writes the gateway's model file (``services/gateway/routing/modality.<model>.json``,
 ``TTC_GATEWAY_MODALITY_MODELS``) and the raw figures (``docs/data/calibration/modality/``); prints
 the per-family table. Embedding the prompts is the only compute (under a minute on two cores);
 no model runs.
@@ -26,6 +26,7 @@ from typing import Any
 from calibration.lib.paths import DATA, DEFAULT_MODEL, DEFAULT_POOLS, ROOT, relative_to_root, safe_name
 from evaluation.pools.provenance import load_average, provenance
 from evaluation.pools.store import iter_chunks, read_pools
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from evaluation.routing.embeddings import embed
 from evaluation.routing.fit_provenance import pools_provenance
 from evaluation.routing.modality import (
@@ -66,14 +67,14 @@ def run(a: argparse.Namespace) -> int:
         return 1
     t0 = time.monotonic()
     problems = modality_problems(calibration, embed, a.measure)
-    heldout = modality_problems(read_pools(pools_dir, "heldout"), embed, a.measure)
+    development = modality_problems(read_pools(pools_dir, DEVELOPMENT_KEY), embed, a.measure)
     embed_s = time.monotonic() - t0
     judged = lofo_report(problems, a.l2, a.seed)
     model = fit_problems(problems, a.l2)
-    applied = applied_report(model, base_rate(problems), judged["threshold"], heldout, a.seed)
+    applied = applied_report(model, base_rate(problems), judged["threshold"], development, a.seed)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     raw_path = a.out / f"modality-{safe_name(a.model)}-{a.measure}-{stamp}.json"
-    fit = {"measure": a.measure, "l2": a.l2, "problems": len(problems), "heldout_problems": len(heldout),
+    fit = {"measure": a.measure, "l2": a.l2, "problems": len(problems), "development_problems": len(development),
            "families": sorted({p.family for p in problems}), "embedding_seconds": round(embed_s, 1),
            "pools": pools_provenance(relative_to_root(pools_dir), list(iter_chunks(pools_dir, "calibration")),
                                      calibration)}  # fmt: skip
@@ -82,7 +83,7 @@ def run(a: argparse.Namespace) -> int:
         "fit": fit,
         "model": {"bias": model.bias, "weights": model.weights.tolist(), "base_rate": base_rate(problems)},
         "lofo": judged,
-        "heldout": applied,
+        "development": applied,
     }
     a.out.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps(body, indent=1) + "\n")
@@ -134,7 +135,7 @@ def _brief(c: Mapping[str, Any]) -> dict[str, Any]:
 def model_summary(judged: Mapping[str, Any], applied: Mapping[str, Any]) -> dict[str, Any]:
     """The figures the model file carries: the gate's verdict and the pooled and per-family comparisons."""
     pooled = judged["pooled"]
-    held = applied["pooled"]
+    development = applied["pooled"]
     return {
         "switched_on": judged["switched_on"],
         "why": judged["why"],
@@ -143,7 +144,7 @@ def model_summary(judged: Mapping[str, Any], applied: Mapping[str, Any]) -> dict
         "classifier_vs_rule": _brief(pooled["classifier_vs_rule"]),
         "classifier_vs_base_rate": _brief(pooled["classifier_vs_base_rate"]),
         "per_family_classifier_vs_rule": {f: _brief(s["classifier_vs_rule"]) for f, s in judged["per_family"].items()},
-        "heldout_served_vs_rule_open": _brief(held["served_vs_rule_open"]) if held else None,
+        "development_served_vs_rule_open": _brief(development["served_vs_rule_open"]) if development else None,
     }
 
 
@@ -165,7 +166,7 @@ def family_table(judged: Mapping[str, Any], applied: Mapping[str, Any]) -> str:
              "| classifier - base rate | served - rule on open |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     rows = [*judged["per_family"].items(), ("all (LOFO)", judged["pooled"])]
     if applied["pooled"] is not None:
-        rows.append(("held-out pools", applied["pooled"]))
+        rows.append(("development pools", applied["pooled"]))
     for name, s in rows:
         c = s["classifier_vs_rule"]
         figures = (_pct(c["against"]), _pct(c["accuracy"]), _diff(c), _diff(s["classifier_vs_base_rate"]),

@@ -7,6 +7,7 @@ import argparse
 import collections
 
 from calibration.lib.arguments import add_problem_set_arguments
+from evaluation.problems.datasets import split_key
 from evaluation.problems.problemset import build_problem_set, check_disjoint, family_names, family_of
 
 NAME = "problems"
@@ -18,9 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    sets = {s: build_problem_set(s, per_family=a.per_family, seed=a.seed, families=family_names(a.families))
-            for s in ("calibration", "heldout")}  # fmt: skip
-    check_disjoint(sets["calibration"], sets["heldout"])
+    sets = {s: build_problem_set(split_key(s), per_family=a.per_family, seed=a.seed, families=family_names(a.families))
+            for s in ("calibration", "development")}  # fmt: skip
+    check_disjoint(sets["calibration"], sets["development"])
     for split, problems in sets.items():
         by = collections.Counter((family_of(p).kind, p.dataset) for p in problems)
         kinds = sorted({k for k, _ in by})

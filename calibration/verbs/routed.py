@@ -1,19 +1,21 @@
-"""``routed``: the held-out ladder measured through the gateway, routed by effort, with the
-official ``openai`` SDK. Plan and report are pure: :mod:`evaluation.heldout.routed_plan`.
+"""``routed``: the development split's ladder measured through the gateway, routed by effort,
+with the official ``openai`` SDK. Plan and report are pure: :mod:`evaluation.heldout.routed_plan`.
 
 The table is the one ``calibrate`` fits from the calibration pools
 (:func:`calibration.lib.fit.fit_pools`), written to ``<out>/routing.<model>.json``, or
 ``--table``. Without ``--base-url`` it starts ``ttc stack`` serving that table for the model
 (``TTC_GATEWAY_ROUTING_TABLES``) under the model lock per chunk; with ``--base-url`` the ladder
 card (``GET /v1/models/{model}/ladder``) must carry the table's provenance, or nothing is sent.
-For each held-out pool (up to ``--limit``, in draw order) every effort's route is predicted as
+For each development pool (up to ``--limit``, in draw order) every effort's route is predicted as
 the gateway routes (:func:`calibration.lib.gateway_routes.route_questions`), efforts with one
 route share one unpinned request at their lowest effort, with the pools' temperature and
 chain-of-thought cap. Records: chunks under ``docs/data/calibration/routed/<model>/``
 (:mod:`calibration.lib.records`: resumable, whole or absent); the report (printed,
 ``report.json``: :mod:`calibration.lib.routed_report`) carries the Must-show checks
 (:mod:`evaluation.heldout.checks`) and, when this run fitted the table, the offline-priced
-ladder on the same problems beside it.
+ladder on the same problems beside it. The development split was looked at while the ladder
+was built, so its figures are development figures, not held-out ones (``sealed`` runs the
+held-out test split through the gateway).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from evaluation.heldout.routed_plan import (
 )
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import ProblemPool, read_pools
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem
 from loadtests.client import Reply, request_kwargs, send
 from loadtests.grid import Cell
 from loadtests.runner import request_seed
@@ -59,8 +61,8 @@ from services.common.ports import free_port
 from services.gateway.routing import RoutingTable
 
 NAME = "routed"
-HELP = "the held-out ladder through the gateway, routed by effort (resumes)"
-SPLIT = "heldout"
+HELP = "the development split's ladder through the gateway, routed by effort (resumes)"
+SPLIT = DEVELOPMENT_KEY
 
 
 async def to_record(
@@ -153,7 +155,7 @@ class RoutedRun(GatewayRun):
             records = read_records(self.out)[0]
             todo = pending(plan, records, self.retry_errors)
         self.log(
-            f"{self.model}: {len(pools)} held-out problems, {len(plan)} requests planned for "
+            f"{self.model}: {len(pools)} development problems, {len(plan)} requests planned for "
             f"{len(plan) and sum(len(r.efforts) for r in plan)} (problem, effort) pairs; {len(todo)} to send"
         )
         return await self.send_chunks(
@@ -282,7 +284,7 @@ class RoutedRun(GatewayRun):
             self._fitted,
             read_pools(self.pools_dir, SPLIT),
             table=served,
-            large_heldout=read_pools(DEFAULT_POOLS / self.large_model, SPLIT) if self.large_model else (),
+            large_pools=read_pools(DEFAULT_POOLS / self.large_model, SPLIT) if self.large_model else (),
         )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / REPORT).write_text(json.dumps(body, indent=1, default=str) + "\n")
@@ -299,7 +301,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help="the pools' model, as the gateway serves it")
     p.add_argument("--pools", type=Path, default=None, help="pool folder (default docs/data/calibration/pools/<model>)")
     p.add_argument("--table", type=Path, default=None, help="routing table to serve (default: fit it from the pools)")
-    p.add_argument("--limit", type=int, default=200, help="held-out problems, in draw order (0: all)")
+    p.add_argument("--limit", type=int, default=200, help="development problems, in draw order (0: all)")
     p.add_argument("--base-url", default="", help="a running gateway's /v1 URL serving the table (default: start one)")
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
     p.add_argument("--hours", type=float, default=0.0, help="stop sending after this long (0: no limit)")

@@ -1,6 +1,6 @@
 """``served-replay``: a routed run's served confidence predicted again offline by any confidence
 model (:mod:`evaluation.confidence.served_replay`): each answered request's route replayed on
-its problem's held-out pool and scored, beside the live ECE of the model that served the run.
+its problem's development pool and scored, beside the live ECE of the model that served the run.
 
     python -m calibration served-replay --routed docs/data/calibration/routed/qwen2.5-coder-0.5b \\
         --model served=git:3053570:services/common/confidence.v1.json \\
@@ -19,11 +19,12 @@ from calibration.lib.paths import SHIPPED_POOLS
 from calibration.lib.records import read_records
 from evaluation.confidence.served_replay import answered, replay, score, widened
 from evaluation.pools.store import read_pools
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from evaluation.stats.calibration_metrics import expected_calibration_error
 from services.common.confidence import Calibrator
 
 NAME = "served-replay"
-HELP = "score confidence models on a routed run's answers, replayed on held-out pools"
+HELP = "score confidence models on a routed run's answers, replayed on development pools"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def read_model(path: str) -> Calibrator:
 
 def run(a: argparse.Namespace) -> int:
     answers = answered(read_records(a.routed)[0])
-    pools = read_pools(a.pools, "heldout")
+    pools = read_pools(a.pools, DEVELOPMENT_KEY)
     live = [(float(r["confidence"]), bool(r["correct"])) for r in answers]
     result: dict[str, Any] = {
         "routed": str(a.routed), "pools": str(a.pools), "answers": len(answers),

@@ -20,6 +20,7 @@ from evaluation.pricing.cascade import cascade
 from evaluation.pricing.live_configs import live_table
 from evaluation.pricing.pricer import Pricer, StopRule, stop_rule
 from evaluation.pricing.table import Row, default_configs, fit_latency, judges_in, price_all, summarize, table
+from evaluation.problems.datasets import SPLIT_NAMES, split_key
 
 NAME = "table"
 HELP = "price every configuration offline from the pools; accuracy with 95%% intervals, tokens, latency"
@@ -27,7 +28,7 @@ HELP = "price every configuration offline from the pools; accuracy with 95%% int
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_pool_folder_arguments(p)
-    p.add_argument("--split", choices=["calibration", "heldout", "all"], default="calibration")
+    p.add_argument("--split", choices=list(SPLIT_NAMES), default="calibration")
     p.add_argument("--limit", type=int, default=128, help="subsets replayed per problem before sampling them")
     p.add_argument("--confidence", type=float, default=0.9, help="early-stopping confidence")
     p.add_argument("--configs", default="", help="only these configurations (comma-separated)")
@@ -52,7 +53,8 @@ def _print_rows(rows: list[Row], keep: set[str] | None) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    pools = [p for p in read_pools(pool_folder(a)) if a.split in ("all", p.split)]
+    split = split_key(a.split)
+    pools = [p for p in read_pools(pool_folder(a)) if split in ("all", p.split)]
     if not pools:
         print("no pools drawn yet", file=sys.stderr)
         return 1

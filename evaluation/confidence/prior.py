@@ -27,12 +27,12 @@ from evaluation.routing.embeddings import feature_rows
 from services.common.confidence import LinearPrior
 
 # prior_kind's values with a prior, each a pool draw. Not "code": fitted on the 16 HumanEval
-# problems of the calibration split, a ridge over 390 features made the code families' held-out
+# problems of the calibration split, a ridge over 390 features made the code families' development
 # ECE worse (code vote 0.216 against 0.075 without it; docs/confidence.md), so code answers read
 # no prior until there are enough code problems to fit one.
 PRIOR_KINDS = ("program", "cot")
 
-ALPHA = 10.0  # as the difficulty estimator's ridge; 1 measured worse on held-out log loss (docs/confidence.md)
+ALPHA = 10.0  # as the difficulty estimator's ridge; 1 measured worse on development log loss (docs/confidence.md)
 Priors = dict[str, dict[str, float]]  # problem id -> kind -> prior
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from evaluation.confidence.prior import features_of, predict
 from evaluation.confidence.prior import out_of_fold as prior_oof
 from evaluation.confidence.rows import Weighted, confidence_configs, rows_of
-from evaluation.confidence.selection import FOLDS, Split, fold_of, out_of_fold
+from evaluation.confidence.selection import DEVELOPMENT, FOLDS, Split, fold_of, out_of_fold
 from evaluation.pools.provenance import git_describe
 from evaluation.stats.calibration_metrics import brier, expected_calibration_error, log_loss
 from services.common.confidence import Calibrator
@@ -120,10 +120,10 @@ def report(split: Split, model: Calibrator, out: Path = OUT) -> dict[str, Any]:
     result: dict[str, Any] = {
         "evaluation": split.evaluation,
         "note": (
-            "held-out pools"
-            if split.evaluation == "held-out"
-            else "no held-out pools drawn yet: a disjoint split of the calibration problems drawn so far "
-            "(by a hash of the id), NOT the issue's held-out measurement"
+            "the development split's pools (looked at during development: not a held-out measurement)"
+            if split.evaluation == DEVELOPMENT
+            else "no development pools drawn yet: a disjoint split of the calibration problems drawn so far "
+            "(by a hash of the id), NOT the measurement on the development split"
         ),
         "model": {"kind": model.kind, "families": list(model.families), "base_rate": model.base_rate},
         "problems": {"fit": len(split.train), "measured": len(split.test)},
@@ -171,8 +171,8 @@ def summary(result: dict[str, Any]) -> str:
     """The measurement as the paragraph ``docs/confidence.md`` quotes (also ``summary.md``)."""
     cal, ci, raw = result["calibrated"], result["calibrated_95"], result["raw_vote_share"]
     rci = result["raw_vote_share_95"]
-    what = "held-out problems" if result["evaluation"] == "held-out" else (
-        "a disjoint split of the calibration problems drawn so far (not the issue's held-out measurement)"
+    what = "the development split" if result["evaluation"] == DEVELOPMENT else (
+        "a disjoint split of the calibration problems drawn so far (not the measurement on the development split)"
     )  # fmt: skip
     lines = [
         f"On {result['problems']['measured']} problems of {what}, fitted on {result['problems']['fit']} "

@@ -1,8 +1,9 @@
 """Which confidence model ships: the split it is fitted and measured on, the grouped
 cross-validation that picks its kind, and the fit itself.
 
-The calibrator is fitted on calibration pools and measured on held-out pools. While no held-out
-pool has been drawn, a disjoint split of the calibration problems by a hash of their id stands
+The calibrator is fitted on calibration pools and measured on the development split's pools
+(looked at while the confidence model was built: development figures, not held-out ones). While
+no development pool has been drawn, a disjoint split of the calibration problems by a hash of their id stands
 in, and every output says so (``evaluation``: ``"disjoint split"``). Folds and splits are by a
 hash of the problem id, so no problem is ever predicted by a model that saw it. The rows fitted
 on carry out-of-fold prompt priors (:func:`evaluation.confidence.prior.out_of_fold`); the priors
@@ -23,6 +24,7 @@ from evaluation.confidence.prior import out_of_fold as prior_oof
 from evaluation.confidence.rows import Weighted, as_rows, confidence_configs, rows_of
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import ProblemPool, iter_chunks, latest_pools
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from evaluation.stats.calibration_metrics import brier, expected_calibration_error, log_loss
 from services.common.confidence import Calibrator, ModelKind
 from services.common.difficulty_features import FEATURE_SET
@@ -30,7 +32,8 @@ from services.common.difficulty_features import FEATURE_SET
 POOLS = Path("docs/data/calibration/pools/qwen2.5-coder-0.5b")
 KINDS: tuple[ModelKind, ...] = ("shrunk", "platt", "isotonic", "logistic")
 FOLDS = 5
-TEST_SHARE = 0.4  # of calibration problems, for the disjoint split while no held-out pool exists
+TEST_SHARE = 0.4  # of calibration problems, for the disjoint split while no development pool exists
+DEVELOPMENT = "development"  # Split.evaluation when measured on the development split's pools
 
 
 def bucket(problem: str, salt: str = "confidence") -> float:
@@ -43,21 +46,21 @@ def bucket(problem: str, salt: str = "confidence") -> float:
 class Split:
     train: list[ProblemPool]
     test: list[ProblemPool]
-    evaluation: str  # "held-out" or "disjoint split"
+    evaluation: str  # DEVELOPMENT or "disjoint split"
     chunks: list[str]
 
 
 def load_split(directory: Path = POOLS) -> Split:
-    """Calibration pools to fit, held-out pools to measure; while there are no held-out pools,
+    """Calibration pools to fit, development pools to measure; while there are no development pools,
     a disjoint hash split of the calibration problems (``TEST_SHARE`` of them measured)."""
     chunks = list(iter_chunks(directory))
     latest = latest_pools(chunks)
     pools = [p for p, _ in latest.values()]
     names = sorted({c.path.name for _, c in latest.values()})
     calibration = [p for p in pools if p.split == "calibration"]
-    heldout = [p for p in pools if p.split == "heldout"]
-    if heldout:
-        return Split(calibration, heldout, "held-out", names)
+    development = [p for p in pools if p.split == DEVELOPMENT_KEY]
+    if development:
+        return Split(calibration, development, DEVELOPMENT, names)
     train = [p for p in calibration if bucket(p.id) >= TEST_SHARE]
     test = [p for p in calibration if bucket(p.id) < TEST_SHARE]
     return Split(train, test, "disjoint split", names)
@@ -121,7 +124,7 @@ def fit_model(split: Split) -> tuple[Calibrator, dict[str, dict[str, float]], li
     kind = choose(cv)
     provenance = {
         "fitted_on": "calibration problems"
-        + (" (train part of a disjoint split)" if split.evaluation != "held-out" else ""),
+        + (" (train part of a disjoint split)" if split.evaluation != DEVELOPMENT else ""),
         "problems": len(split.train),
         "problem_ids_sha256": hashlib.sha256("\n".join(sorted(p.id for p in split.train)).encode()).hexdigest(),
         "chunks": split.chunks,

@@ -3,7 +3,7 @@
 A routed run through the gateway (``python -m calibration routed``) keeps each answer's
 served ``ttc.confidence``, not the signals it came from, so a refitted model cannot be scored on
 those answers directly. This replays each answered request's route (the configuration its
-record names) on the problem's held-out pool, as the pricing does (same subsets, the served
+record names) on the problem's development pool, as the pricing does (same subsets, the served
 early-stopping rule), and scores each model on the replays: every run of the configuration on
 that problem weighs ``1 / runs``, so each answer weighs one, as in the live figure.
 

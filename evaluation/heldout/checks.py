@@ -1,9 +1,10 @@
-"""The Must-show checks on a held-out ladder (:mod:`~.ladder`): what the effort ladder must show
-on problems its fit never saw (enough of them, no step down, routed within 3 points of the best
-fixed configuration within budget in every task kind, a higher effort that pays), each a pass or
-a miss with the numbers it was decided on (pure).
+"""The Must-show checks on a ladder priced on the development split (:mod:`~.ladder`) or
+measured there through the gateway: what the effort ladder must show on problems its fit never
+saw (enough of them, no step down, routed within 3 points of the best fixed configuration within
+budget in every task kind, a higher effort that pays), each a pass or a miss with the numbers it
+was decided on (pure).
 
-A check on a group with no held-out problems is a miss that says so: an absent split never
+A check on a group with no development problems is a miss that says so: an absent split never
 reads as a pass. Accuracies are fractions; the lines print them in points.
 """
 
@@ -55,7 +56,7 @@ def above(groups: Mapping[str, Mapping[str, Any]], group: str, upper: str, lower
     their intervals are disjoint, ``upper``'s above), with the figures."""
     hi, lo = _row(groups, group, upper), _row(groups, group, lower)
     if hi is None or lo is None:
-        return False, f"{group}: no held-out problems priced at {upper} and {lower}"
+        return False, f"{group}: no development problems priced at {upper} and {lower}"
     gain = hi.accuracy - lo.accuracy
     ok = gain >= margin - EPS and (not disjoint or hi.interval[0] > lo.interval[1])
     return ok, f"{group}: {upper} {_ci(hi)} vs {lower} {_ci(lo)}, +{_pts(gain)} points"
@@ -122,7 +123,7 @@ def nothing_pays_past_low(groups: Mapping[str, Mapping[str, Any]]) -> Check:
 
 def kind_gap(groups: Mapping[str, Mapping[str, Any]], group: str, efforts: Sequence[str]) -> tuple[bool, str]:
     """One task kind: whether at every effort the routed accuracy is at most the tolerance below
-    the best fixed configuration within that effort's budget on the kind's held-out problems,
+    the best fixed configuration within that effort's budget on the kind's development problems,
     and its largest gap (routed minus best) with the figures it was read on."""
     gaps, unpriced = [], []
     for effort in efforts:
@@ -143,7 +144,7 @@ def kind_gap(groups: Mapping[str, Mapping[str, Any]], group: str, efforts: Seque
 
 def routed_near_best(groups: Mapping[str, Mapping[str, Any]], efforts: Sequence[str]) -> Check:
     """In every task kind, at every effort, the routed accuracy at most the tolerance below the
-    best fixed configuration within that effort's budget, on the kind's own held-out problems
+    best fixed configuration within that effort's budget, on the kind's own development problems
     (the configurations priced on every problem of the kind compete: code ones on code, text
     ones on text). Not overall: one greedy sample is the only configuration priced on code and
     text problems alike, so the overall best fixed is greedy and routing never falls short of it.
@@ -165,10 +166,10 @@ def new_families(groups: Mapping[str, Mapping[str, Any]], kinds: Sequence[str] =
 
 
 def coverage(drawn: int, intended: int | None, missing_families: Sequence[str]) -> Check:
-    """How much of the held-out split is drawn (the ladder is judged on >= 200 problems)."""
+    """How much of the development split is drawn (the ladder is judged on >= 200 problems)."""
     of = f" of {intended}" if intended else ""
-    gaps = f"; families with no held-out problem yet: {', '.join(missing_families)}" if missing_families else ""
-    return Check(">= 200 held-out problems", drawn >= 200, f"held-out: {drawn}{of} drawn{gaps}")
+    gaps = f"; families with no development problem yet: {', '.join(missing_families)}" if missing_families else ""
+    return Check(">= 200 development problems", drawn >= 200, f"development: {drawn}{of} drawn{gaps}")
 
 
 def all_checks(

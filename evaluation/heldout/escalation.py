@@ -1,6 +1,6 @@
 """Escalation priced from two models' pools: the small model alone, the large alone, the cascade.
 
-Escalation pays when, on held-out problems of at least 4 families, the cascade comes within 3
+Escalation pays when, on development problems of at least 4 families, the cascade comes within 3
 points of the large model's accuracy, at fewer generated tokens and a lower p50 latency than the
 large model alone, on the families where the large model is better; so each of the three is
 reported with its accuracy, tokens and latency (95% intervals) and the share escalated.

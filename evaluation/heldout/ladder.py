@@ -1,14 +1,17 @@
-"""The fitted effort ladder scored on held-out pools, offline (pure).
+"""The fitted effort ladder scored offline on pools the fit never saw (pure): the development
+split's (``python -m calibration development``) or a left-out family's (``lofo``).
 
-Routing is fitted on calibration pools only (:mod:`evaluation.routing.route_fit`); each held-out
+Routing is fitted on calibration pools only (:mod:`evaluation.routing.route_fit`); each scored
 problem is then routed as the gateway routes its prompt (done by the caller:
 :func:`calibration.lib.gateway_routes.route_questions`) and the route's configuration is priced on
-that problem's own held-out pool (:mod:`evaluation.pricing.pricer`).
+that problem's own pool (:mod:`evaluation.pricing.pricer`).
 So the ladder's figures are what a routed request would be expected to score on problems the
-fit never saw. Beside it stand every fixed configuration on the same problems and, per effort,
-the best fixed configuration whose held-out mean cost fits the effort's budget: the budgets the
-fit used (``BUDGET_MULTIPLES`` x one greedy sample's mean cost, generated + ``PREFILL_WEIGHT`` x
-prompt tokens, on the calibration problems of each prompt's task type), averaged over the group.
+fit never saw (the development split's were looked at while the ladder was built, so they are
+development figures, not held-out ones). Beside it stand every fixed configuration on the same
+problems and, per effort, the best fixed configuration whose mean cost on them fits the effort's
+budget: the budgets the fit used (``BUDGET_MULTIPLES`` x one greedy sample's mean cost, generated
++ ``PREFILL_WEIGHT`` x prompt tokens, on the calibration problems of each prompt's task type),
+averaged over the group.
 
 Configurations compete as in the fit: only those priced on every problem of a group (a
 configuration for text answers cannot run a code problem), and ``none`` is one greedy sample.
@@ -59,9 +62,9 @@ def label_index(
     configs: Sequence[Config], pools: Sequence[ProblemPool], live: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, str]:
     """Route key -> the configuration's label, for every configuration a route can run, and
-    for each live configuration's route (``live``: label -> route). Held-out pools cannot price
-    a live configuration, so a problem routed to one counts as unpriced (not measured on
-    held-out), never wrong."""
+    for each live configuration's route (``live``: label -> route). Pools cannot price a live
+    configuration, so a problem routed to one counts as unpriced (not measured on the scored
+    pools), never wrong."""
     index = {route_key(route_of(c, pools)): label_of(c) for c in configs if c.family not in NOT_ROUTABLE}
     return index | {route_key(route): label for label, route in (live or {}).items()}
 
@@ -76,7 +79,7 @@ def routed_labels(
 # ------------------------------------------------------------------------------ outcomes
 @dataclass(frozen=True)
 class Outcomes:
-    """Every configuration's priced outcome on every held-out problem, by label."""
+    """Every configuration's priced outcome on every scored problem, by label."""
 
     stats: dict[str, ProblemStats]  # problem id -> configurations' accuracy and cost
     latency: dict[tuple[str, str], float]  # (problem id, label) -> latency estimate in seconds
@@ -152,7 +155,7 @@ def fit_budgets(
 def problem_budgets(
     task_of: Mapping[str, str], budgets: Mapping[str, Mapping[str, float]]
 ) -> dict[str, tuple[str, Mapping[str, float]]]:
-    """Per held-out problem, the budgets its prompt's task type was fitted with (the default
+    """Per scored problem, the budgets its prompt's task type was fitted with (the default
     routes' budgets for a task type calibration never saw), and that key."""
     return {
         pid: (task, budgets[task]) if task in budgets else (DEFAULT, budgets[DEFAULT]) for pid, task in task_of.items()
@@ -161,7 +164,7 @@ def problem_budgets(
 
 @dataclass(frozen=True)
 class BestFixed:
-    """The best fixed configuration within an effort's budget on a group's held-out problems."""
+    """The best fixed configuration within an effort's budget on a group's scored problems."""
 
     effort: str
     budget: float
@@ -179,7 +182,7 @@ def best_fixed(
     members: Sequence[ProblemStats], budgets: Mapping[str, tuple[str, Mapping[str, float]]],
     efforts: Sequence[str], outcomes: Outcomes, seed: int = 0,
 ) -> list[BestFixed]:  # fmt: skip
-    """Per effort, calibration's choice rule (:func:`evaluation.routing.route_choice.best`) applied to the held-out
+    """Per effort, calibration's choice rule (:func:`evaluation.routing.route_choice.best`) applied to the scored
     outcomes themselves: the oracle a routed ladder is measured against. The budget is the mean
     of the members' fitted budgets (a budget bounds a mean cost); ``none`` is greedy."""
     keys = sorted({budgets[m.problem_id][0] for m in members})
@@ -231,7 +234,7 @@ def per_problem(
     pools: Sequence[ProblemPool], labels: Mapping[str, Mapping[str, str | None]], outcomes: Outcomes,
     task_of: Mapping[str, str], sources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Each held-out problem's routed configuration and priced outcome per effort (raw data);
+    """Each scored problem's routed configuration and priced outcome per effort (raw data);
     ``sources``: effort -> problem id -> the route's ``expected.source`` (which task type and
     bin of the table served it)."""
     rows = []

@@ -1,6 +1,7 @@
-"""The held-out ladder written out: its Markdown tables and its raw JSON (pure).
+"""The development ladder written out: its Markdown tables and its raw JSON (pure).
 
-Shared by the offline ladder on held-out pools (``python -m calibration heldout``) and the
+Shared by the offline ladder on the development split's pools (``python -m calibration
+development``) and the
 ladder measured through the gateway (``python -m calibration routed``), so both print the same
 rows: per effort the routed configuration's accuracy with its 95% interval, tokens, cost and p50
 latency (:class:`~.ladder.Summary`).
@@ -16,7 +17,7 @@ from evaluation.heldout.ladder import BestFixed, Summary
 
 
 def intended(chunks: Sequence[Any]) -> tuple[int | None, list[str]]:
-    """The held-out split's intended size (per family x families, from the chunk headers'
+    """The development split's intended size (per family x families, from the chunk headers'
     data provenance) and its families."""
     data = [c.header.get("data") or {} for c in chunks]
     sizes = {int(d.get("per_family", 0)) * len(d.get("families", [])) for d in data if d}
@@ -42,7 +43,7 @@ def markdown(groups: Mapping[str, Mapping[str, Any]], checks: Sequence[Check], h
     effort's budget and every fixed configuration."""
     lines = [*head, "", "## Must-show checks", "", *[c.line() for c in checks], ""]
     for name, g in groups.items():
-        lines += [f"## {name}: {g['problems']} held-out problems", "", HEADER]
+        lines += [f"## {name}: {g['problems']} development problems", "", HEADER]
         for r in g["routed"].values():
             routed = ", ".join(f"{c} x{n}" for c, n in r.configs.items())
             lines.append(summary_row(r, f" (routed: {routed})"))

@@ -1,16 +1,16 @@
-"""The learned routers measured on held-out pools: which router predicts best on problems no
-fit saw; measured, not served.
+"""The learned routers measured on the development split's pools: which router predicts best on
+problems no fit saw; measured, not served.
 
-Every router is fitted on every calibration pool and scored on every held-out pool, no folds:
+Every router is fitted on every calibration pool and scored on every development pool, no folds:
 the table (:func:`evaluation.routing.learned_router.route_table`, route_fit's stable choice per task type and
 bin), ridge and kNN per configuration (:func:`evaluation.routing.learned_router.route_learned`), kNN shrunk
 towards the task type's mean, and kNN under the table's stability rule
 (:func:`evaluation.routing.learned_router.route_neighbourhood`). Beside them, per effort, the best fixed
-configuration within the effort's budget on the held-out problems themselves (an oracle:
+configuration within the effort's budget on the development problems themselves (an oracle:
 :func:`evaluation.heldout.ladder.best_fixed`). Rows, intervals and best-fixed come from
 :mod:`evaluation.heldout.ladder`, so the figures are read as the served ladder's are. Each router's
 "steps down" are listed: a family whose mean accuracy falls from one effort to the next.
-Pure apart from :func:`main_heldout`.
+Pure.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def markdown(result: Mapping[str, Any]) -> str:
     lines = []
     for group, g in result["groups"].items():
         names = list(g["routers"])
-        lines += [f"### {group} ({g['problems']} held-out problems)", "",
+        lines += [f"### {group} ({g['problems']} development problems)", "",
                   "| effort | " + " | ".join(names) + " | best fixed within budget |",
                   "|---" * (len(names) + 2) + "|"]  # fmt: skip
         for e in g["routers"][names[0]]:

@@ -9,7 +9,7 @@ asks for (the rows of :func:`evaluation.heldout.ladder.per_problem`, with ``cand
 and generated tokens as mean and standard deviation, and the problems whose route the pools
 cannot price (a tree strategy measured only live, a text configuration on a code problem),
 counted and left out of the means, never scored as wrong. The same summary reads the committed
-held-out report's rows, so a left-out family's figure stands beside its in-family one on the
+development report's rows, so a left-out family's figure stands beside its in-family one on the
 very same problems (:func:`paired_difference`).
 """
 

@@ -1,4 +1,4 @@
-"""The held-out ladder measured through the gateway, routed by effort: plan, check and report (pure).
+"""The development ladder measured through the gateway, routed by effort: plan, check and report (pure).
 
 The ladder is measured live at every effort, but efforts that route to the same configuration
 would send the same request again. So per problem the efforts are grouped by the

@@ -1,10 +1,12 @@
-"""Benchmark problems with difficulty levels, and the calibration / held-out split.
+"""Benchmark problems with difficulty levels, and the calibration / development split.
 
 Every problem carries a stable id derived from its content, so the split is a pure function of
 the id (a salted hash) and a problem can never be in the calibration set of one run and the
-held-out set of another — the leak PRIMER §10 warns about ("a selector tuned and evaluated on
-the same prompts"). Loading is lazy per data set: reasoning-gym, CHAMP and HumanEval are only
-imported when asked for.
+development set of another — the leak PRIMER §10 warns about ("a selector tuned and evaluated on
+the same prompts"). The development split is what the ladder is checked and iterated on, so its
+figures are not held-out figures; the held-out test split is the sealed one
+(:mod:`evaluation.problems.sealed`). Loading is lazy per data set: reasoning-gym, CHAMP and
+HumanEval are only imported when asked for.
 
 Difficulty levels are 1 (easy) … 3 (hard). Where the generator has knobs (chain_sum,
 basic_arithmetic, products, leg_counting) a level is a generator configuration; where it has
@@ -17,11 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-Split = Literal["calibration", "heldout", "all"]
+#: The development split's storage key. The split was named "held-out" before the sealed test
+#: split existed; pool chunks (``heldout-NNNNN.jsonl``), their records and the committed reports
+#: keep that key on disk. Every name a user reads says ``development``: :func:`split_key` and
+#: :func:`split_name` translate, here and nowhere else.
+DEVELOPMENT_KEY: Final = "heldout"
+Split = Literal["calibration", "heldout", "all"]  # storage keys
+#: The split names flags accept and reports print, each with its storage key.
+SPLIT_NAMES: Final[Mapping[str, Split]] = {"calibration": "calibration", "development": DEVELOPMENT_KEY, "all": "all"}
 CheckKind = Literal["math", "code"]
 
 LEVELS = (1, 2, 3)
@@ -83,21 +92,34 @@ def content_id(dataset: str, level: int, text: str) -> str:
     return f"{dataset}/L{level}/{digest}"
 
 
+def split_key(name: str) -> Split:
+    """The storage key of the split a user names (``development`` -> ``heldout``)."""
+    if name not in SPLIT_NAMES:
+        raise ValueError(f"unknown split {name!r}; known: {', '.join(SPLIT_NAMES)}")
+    return SPLIT_NAMES[name]
+
+
+def split_name(key: str) -> str:
+    """The name a user reads for a split's storage key (``heldout`` -> ``development``)."""
+    return next((name for name, stored in SPLIT_NAMES.items() if stored == key), key)
+
+
 def split_of(problem_id: str, calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION) -> str:
-    """``"calibration"`` or ``"heldout"``: a salted hash of the id, independent of load order."""
+    """``"calibration"`` or :data:`DEVELOPMENT_KEY`: a salted hash of the id, independent of load
+    order (storage keys: :func:`split_name` gives the name a user reads)."""
     if not 0.0 < calibration_fraction < 1.0:
         raise ValueError(f"calibration_fraction must be in (0, 1), got {calibration_fraction}")
     digest = hashlib.sha256(f"{SPLIT_SALT}:{problem_id}".encode()).digest()
     bucket = int.from_bytes(digest[:8], "big") / 2**64
-    return "calibration" if bucket < calibration_fraction else "heldout"
+    return "calibration" if bucket < calibration_fraction else DEVELOPMENT_KEY
 
 
-def assert_disjoint(calibration: Sequence[Problem], heldout: Sequence[Problem]) -> None:
+def assert_disjoint(calibration: Sequence[Problem], development: Sequence[Problem]) -> None:
     """Fail loudly if any problem id or question appears in both splits."""
-    ids = {p.id for p in calibration} & {p.id for p in heldout}
-    texts = {p.question for p in calibration} & {p.question for p in heldout}
+    ids = {p.id for p in calibration} & {p.id for p in development}
+    texts = {p.question for p in calibration} & {p.question for p in development}
     if ids or texts:
-        raise AssertionError(f"calibration and held-out splits overlap: {sorted(ids)[:5]} {len(texts)} questions")
+        raise AssertionError(f"calibration and development splits overlap: {sorted(ids)[:5]} {len(texts)} questions")
 
 
 # --- reasoning-gym -----------------------------------------------------------------------------
@@ -264,7 +286,8 @@ def load_problems(
             problems.append(problem)
             taken += 1
         if taken < per_level and dataset not in _FINITE:
-            raise RuntimeError(f"{dataset} level {level}: found only {taken} {split} problems in {max_scan}")
+            found = f"found only {taken} {split_name(split)} problems in {max_scan}"
+            raise RuntimeError(f"{dataset} level {level}: {found}")
     return problems
 
 

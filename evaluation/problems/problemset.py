@@ -1,8 +1,9 @@
 """The calibration problem set: many families, several task kinds, two disjoint splits.
 
-The effort ladder is fitted on the calibration split and reported on the held-out one, so the
-set must be broad (a ladder fitted on two families climbs nowhere else) and the splits must
-never share a problem. Families:
+The effort ladder is fitted on the calibration split and checked on the development one (looked
+at while the ladder was built, so its figures are not held-out figures: the sealed split,
+:mod:`~.sealed`, is the held-out test), so the set must be broad (a ladder fitted on two
+families climbs nowhere else) and the splits must never share a problem. Families:
 
 - arithmetic: ``basic_arithmetic``, ``chain_sum``, ``products``;
 - word problems: ``gsm_symbolic``, ``leg_counting``;
@@ -34,12 +35,14 @@ from functools import cache
 from typing import Any
 
 from evaluation.problems.datasets import (
+    DEVELOPMENT_KEY,
     LEVELS,
     Problem,
     Split,
     assert_disjoint,
     content_id,
     load_problems,
+    split_name,
     split_of,
 )
 from services.common.answers import answers_equivalent, normalize_answer, yes_or_no
@@ -169,7 +172,7 @@ def _rg_family(
                 break
         offset += 1
     if len(found) < wanted:
-        raise RuntimeError(f"{family.name} level {level}: found only {len(found)} {split} problems")
+        raise RuntimeError(f"{family.name} level {level}: found only {len(found)} {split_name(split)} problems")
     return found
 
 
@@ -210,11 +213,11 @@ def build_problem_set(
     return _interleave([_family_problems(f, split, per_family, seed) for f in chosen])
 
 
-def check_disjoint(calibration: Sequence[Problem], heldout: Sequence[Problem]) -> None:
+def check_disjoint(calibration: Sequence[Problem], development: Sequence[Problem]) -> None:
     """Raise if the splits share an id or a question, or if a problem sits on the wrong side."""
-    assert_disjoint(calibration, heldout)
+    assert_disjoint(calibration, development)
     wrong = [p.id for p in calibration if split_of(p.id) != "calibration"]
-    wrong += [p.id for p in heldout if split_of(p.id) != "heldout"]
+    wrong += [p.id for p in development if split_of(p.id) != DEVELOPMENT_KEY]
     if wrong:
         raise AssertionError(f"problems on the wrong side of the split: {wrong[:5]}")
 

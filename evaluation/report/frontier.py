@@ -147,7 +147,7 @@ def by_task(
 ) -> list[KindFrontier]:  # fmt: skip
     """One :class:`KindFrontier` per task kind of ``predictions``, matched to ``stats`` by problem
     id. ``key`` names the grouping field: ``task_type`` (the gateway classifier's, as route_fit
-    groups) on calibration, ``kind`` (the problem set's) for the held-out report."""
+    groups) on calibration, ``kind`` (the problem set's) for the development report."""
     task_of = {str(p["id"]): str(p[key]) for p in predictions}
     out = []
     for task in sorted(set(task_of.values())):

@@ -1,6 +1,6 @@
 """Draw one task kind's cost-vs-accuracy frontier (:class:`evaluation.report.frontier.KindFrontier`)
 as a PNG: the I/O half of :mod:`evaluation.report.frontier`, shared by ``scripts/frontier_plot.py``
-(calibration pools) and ``python -m calibration heldout`` (held-out pools)."""
+(calibration pools) and ``python -m calibration development`` (the development split's pools)."""
 
 from __future__ import annotations
 

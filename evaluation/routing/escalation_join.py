@@ -7,7 +7,7 @@ fewer than the small model's (the larger model draws three times slower): exactl
 the live tree strategies, measured on a subset. So each priced cascade joins the route fit as a
 :class:`~.live_join.LiveSet` configuration: measured where both pools exist, imputed elsewhere by
 the difference estimator of :mod:`~.live_join` (or left out of a group nothing imputes), and
-routed as the served ``cascade`` route (:func:`evaluation.heldout.escalation.served_route`). On held-out
+routed as the served ``cascade`` route (:func:`evaluation.heldout.escalation.served_route`). On development
 problems the same pricing gives a routed cascade its outcome where both pools exist; elsewhere
 it is unpriced, never wrong.
 
@@ -32,7 +32,7 @@ THRESHOLDS = (0.5, 0.75, 0.9)
 # The cascades calibration prices: the small model's configuration, then the large model's.
 DEFAULT_PAIRS = (
     "pot@1->pot@4:es", "pot@1->pot@1", "pot@4:es->pot@4:es", "pot@4:es->pot@1", "pot@2->pot@1", "pot@3->pot@1",
-    # the larger model's chains of thought (added after the first 16 held-out problems showed its
+    # the larger model's chains of thought (added after the first 16 development problems showed its
     # greedy chain of thought ahead of its programs: docs/strategies.md, "Escalation")
     "pot@1->cot_greedy", "pot@2->cot_greedy", "pot@3->cot_greedy", "pot@2->sc@4:es",
 )  # fmt: skip

@@ -10,10 +10,11 @@ The only hard rule is applicability: a configuration the prompt's kind cannot ru
 execution on a text question) is never picked.
 
 It is compared with :mod:`~.route_fit`'s table routing (per task type x difficulty bin) and
-with every fixed configuration by K-fold cross-validation grouped by problem, because no
-held-out pools exist yet: every figure is on problems the fold's fit never saw, but from the
-same families. Each figure carries a 95% bootstrap interval over problems; learned minus table
-is a paired bootstrap. The router is not wired into the gateway: that waits for held-out data.
+with every fixed configuration by K-fold cross-validation grouped by problem (written before
+development pools existed; :mod:`evaluation.heldout.learned_heldout` measures on them): every
+figure is on problems the fold's fit never saw, but from the same families. Each figure carries
+a 95% bootstrap interval over problems; learned minus table is a paired bootstrap. The router is
+not wired into the gateway.
 Pure numpy: the problems come priced and embedded (:mod:`~.router_problems`).
 """
 

@@ -290,7 +290,7 @@ def applied_report(
     model: Logistic, rate: Modality, threshold: float | None, problems: Sequence[ModalityProblem], seed: int = 0
 ) -> dict[str, Any]:
     """The classifier fitted on every calibration family, with its threshold and base rate, applied
-    to other problems (the held-out pools: families it saw, problems it did not)."""
+    to other problems (the development pools: families it saw, problems it did not)."""
     if not problems:
         return {"pooled": None, "per_family": {}, "per_problem": []}
     probabilities = model.probability(np.vstack([p.embedding for p in problems])).tolist()

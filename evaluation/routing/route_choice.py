@@ -1,10 +1,10 @@
 """Which configuration each effort routes to, chosen so that noise does not pick it: a ladder
-that never steps down on held-out problems and stays within 3 points of the best fixed
+that never steps down on problems the fit never saw and stays within 3 points of the best fixed
 configuration.
 
 The plain rule (the best mean accuracy within the budget, ties to fewer tokens) is a maximum
 over many noisy means: on a group of four calibration problems, one lucky configuration wins,
-the next effort's maximum is another lucky one, and on held-out problems the ladder steps down
+the next effort's maximum is another lucky one, and on development problems the ladder steps down
 where calibration said it climbed. Two guards, both a paired comparison on the group's own
 problems:
 
@@ -58,8 +58,8 @@ def effort_budgets(
 def best(stats: Sequence[ProblemStats], configs: Sequence[str], budget: float) -> Choice:
     """The plain rule: the configuration with the best mean accuracy on ``stats`` whose mean cost
     fits ``budget`` (ties to fewer tokens); the cheapest when none fits. The route fit starts
-    from it and :func:`choose_stable` guards it against noise; the held-out ladder applies it
-    to the held-out problems for the best fixed configuration within an effort's budget."""
+    from it and :func:`choose_stable` guards it against noise; the development ladder applies it
+    to the development problems for the best fixed configuration within an effort's budget."""
     top: Choice | None = None
     cheapest: Choice | None = None
     for config in configs:

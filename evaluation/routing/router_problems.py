@@ -1,6 +1,6 @@
 """The calibration problems as a learned router sees them: priced, embedded, grouped.
 
-Shared by the learned routers (:mod:`~.learned_router`) and their held-out measurement
+Shared by the learned routers (:mod:`~.learned_router`) and their development-split measurement
 (:mod:`evaluation.heldout.learned_heldout`): each problem's priced configurations (as the route
 fit prices them), its zero-token features (the gateway's ``difficulty_features``), its gateway
 task type and family, and whether it is answered in text.
@@ -19,6 +19,7 @@ import numpy as np
 from evaluation.pools.store import read_pools, task_type_of
 from evaluation.pricing.pricer import Pricer, stop_rule
 from evaluation.pricing.table import default_configs, fit_latency, judges_in, price_all
+from evaluation.problems.datasets import split_key
 from evaluation.routing.embeddings import feature_rows
 from evaluation.routing.route_fit import problem_stats
 from evaluation.routing.types import ProblemStats
@@ -34,15 +35,16 @@ class RouterProblem:
     task: str
     family: str
     text: bool
-    kind: str = ""  # the pool's task kind (held-out figures are grouped by it)
+    kind: str = ""  # the pool's task kind (development figures are grouped by it)
 
 
 def load_problems(
     directory: Path, seed: int = 0, splits: Sequence[str] = ("calibration",)
 ) -> tuple[dict[str, list[RouterProblem]], dict[str, Any]]:
     """Read, price (as ``make calibrate`` does: calibration's configurations, each split with
-    the latency model of its own calls) and embed the pools of each split in ``directory``."""
-    pools = {split: read_pools(directory, split) for split in splits}
+    the latency model of its own calls) and embed the pools of each split in ``directory``
+    (``splits``: the names a user reads, ``calibration`` and ``development``)."""
+    pools = {split: read_pools(directory, split_key(split)) for split in splits}
     if not all(pools.values()):
         raise SystemExit(f"error: a split of {list(splits)} has no pools in {directory}")
     k = min(len(d.sampled) for p in pools[splits[0]] for d in p.draws.values())

@@ -1,7 +1,7 @@
 """The shared types of calibration: per-problem priced statistics, the choice of one route, and
 the two constants every stage prices cost with.
 
-Pricing turns pools into per-problem estimates; the route fit, the held-out ladder, the learned
+Pricing turns pools into per-problem estimates; the route fit, the development ladder, the learned
 routers and the frontier all read them as :class:`ProblemStats` (one per problem, one
 :class:`ConfigStats` per configuration) and name a route's pick as a :class:`Choice`. Costs are
 generated-token equivalents: generated + :data:`PREFILL_WEIGHT` x prompt tokens, and an effort's

@@ -67,9 +67,9 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
-    records = [json.loads(line) for line in (out / "heldout-run" / "records.jsonl").read_text().splitlines()]
-    # Every held-out problem x (2 pinned configurations + 2 routed efforts); the splits are by
-    # hash, so the held-out count is whatever the split gives (3 here), never none.
+    records = [json.loads(line) for line in (out / "development-run" / "records.jsonl").read_text().splitlines()]
+    # Every development problem x (2 pinned configurations + 2 routed efforts); the splits are by
+    # hash, so the development count is whatever the split gives (3 here), never none.
     problems = {r["problem_id"] for r in records}
     assert problems and len(records) == len(problems) * 4
     answered = [r for r in records if r["outcome"] != "error"]
@@ -82,4 +82,4 @@ def test_smoke_full_run_on_smollm2(tmp_path: Path) -> None:
     pinned = {r["strategy_pinned"] for r in records}
     assert pinned == {"single", "self_consistency:n=2", ""}
     page = (out / "report" / "report.html").read_text()
-    assert "<svg" in page and "held-out problems: smollm2-135m" in page
+    assert "<svg" in page and "development problems: smollm2-135m" in page

@@ -73,3 +73,21 @@ def test_each_family_is_fitted_without_it_and_priced_on_both_its_splits(
     assert body["provenance"]["in_family_report"] is None and body["provenance"]["limit"] == 4
     printed = capsys.readouterr().out
     assert "chain_sum (arithmetic, alone in its kind)" in printed and "### `high`" in printed
+
+
+def test_the_newest_development_report_is_found_under_either_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def report(name: str, model: str = "m", fit: dict[str, str] | None = None) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"provenance": {"model": model, "fit": fit or {}}}))
+        return path
+
+    monkeypatch.setattr(lofo, "DATA", tmp_path)
+    report("heldout_ladder-20261206T093648Z.json")  # committed before the split was named development
+    assert lofo.newest_report("m") == tmp_path / "heldout_ladder-20261206T093648Z.json"
+    newest = report("development_ladder-20261208T010000Z.json")
+    report("heldout_ladder_escalation-20261209T000000Z.json", fit={"escalation": "large"})
+    report("development_ladder-20261209T000000Z.json", model="other")
+    assert lofo.newest_report("m") == newest
+    assert lofo.newest_report("absent") is None

@@ -1,5 +1,5 @@
 """The routed report's offline-priced ladder prices a cascade route on the escalation model's
-held-out pools where it has the problem, and leaves it unpriced (never wrong) elsewhere."""
+development pools where it has the problem, and leaves it unpriced (never wrong) elsewhere."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ def _fitted() -> FittedPools:
     return FittedPools(fitted, small, FREE, configs(), live, FREE)
 
 
-def test_cascades_are_priced_where_the_large_model_has_the_held_out_problem() -> None:
+def test_cascades_are_priced_where_the_large_model_has_the_development_problem() -> None:
     fitted = _fitted()
-    heldout = [_abstaining(f"h{i}") for i in range(3)]
-    large_heldout = [text_pool(f"h{i}", program_greedy=True, programs=(True,) * 4) for i in range(2)]
-    priced = offline_ladder(fitted, heldout, EFFORTS, large_heldout=large_heldout)["all"]["routed"]
-    alone = offline_ladder(fitted, heldout, EFFORTS)["all"]["routed"]
+    development = [_abstaining(f"h{i}") for i in range(3)]
+    large = [text_pool(f"h{i}", program_greedy=True, programs=(True,) * 4) for i in range(2)]
+    priced = offline_ladder(fitted, development, EFFORTS, large_pools=large)["all"]["routed"]
+    alone = offline_ladder(fitted, development, EFFORTS)["all"]["routed"]
     climbed = [e for e in EFFORTS if any("cascade" in c for c in priced[e].configs)]
     assert climbed and "none" not in climbed
     top = climbed[-1]

@@ -14,6 +14,7 @@ from evaluation.confidence.rows import as_rows, confidence_configs, replays, row
 from evaluation.confidence.selection import FOLDS, bucket, cross_validate, fit_model, load_split, out_of_fold
 from evaluation.pools.store import ProblemPool, write_chunk
 from evaluation.pricing.pricer import Config, LatencyModel, Pricer
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from tests.unit.evaluation.pool_fixtures import draw, pool
 
 ARITH = pool(
@@ -87,20 +88,20 @@ def many(n: int, split: str) -> list[ProblemPool]:
     return pools
 
 
-def test_split_is_disjoint_until_heldout_pools_exist(tmp_path: Path) -> None:
+def test_split_is_disjoint_until_development_pools_exist(tmp_path: Path) -> None:
     write_chunk(tmp_path, "calibration", 0, {"git_describe": "x"}, many(20, "calibration"))
     split = load_split(tmp_path)
     assert split.evaluation == "disjoint split" and split.train and split.test
     assert not {p.id for p in split.train} & {p.id for p in split.test}
     assert len(split.train) + len(split.test) == 20
-    write_chunk(tmp_path, "heldout", 0, {"git_describe": "x"}, many(6, "heldout"))
+    write_chunk(tmp_path, DEVELOPMENT_KEY, 0, {"git_describe": "x"}, many(6, DEVELOPMENT_KEY))
     split = load_split(tmp_path)
-    assert split.evaluation == "held-out" and len(split.train) == 20 and len(split.test) == 6
+    assert split.evaluation == "development" and len(split.train) == 20 and len(split.test) == 6
 
 
 def test_fit_and_report_write_the_model_and_the_measurement(tmp_path: Path) -> None:
     write_chunk(tmp_path / "pools", "calibration", 0, {}, many(12, "calibration"))
-    write_chunk(tmp_path / "pools", "heldout", 0, {}, many(4, "heldout"))
+    write_chunk(tmp_path / "pools", DEVELOPMENT_KEY, 0, {}, many(4, DEVELOPMENT_KEY))
     split = load_split(tmp_path / "pools")
     model, cv, rows = fit_model(split)
     assert set(cv) == {"shrunk", "platt", "isotonic", "logistic"}
@@ -108,7 +109,7 @@ def test_fit_and_report_write_the_model_and_the_measurement(tmp_path: Path) -> N
     assert cross_validate(rows, ["shrunk"])["shrunk"] == cv["shrunk"]
     result = report(split, model, tmp_path / "out")
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert saved["evaluation"] == "held-out" and saved["problems"] == {"fit": 12, "measured": 4}
+    assert saved["evaluation"] == "development" and saved["problems"] == {"fit": 12, "measured": 4}
     low, high = saved["calibrated_95"]["ece"]
     assert 0.0 <= low <= result["calibrated"]["ece"] <= high <= 1.0
     assert sum(b["weight"] for b in saved["reliability"]) == pytest.approx(

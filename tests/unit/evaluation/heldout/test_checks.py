@@ -113,13 +113,13 @@ def test_the_new_families_each_need_thirty_points_and_an_absent_kind_is_a_miss()
     assert new_families({"counting": climbs, "conversion": climbs, "logic": climbs}).passed
     assert not new_families({"counting": climbs, "conversion": flat, "logic": climbs}).passed
     check = new_families({"counting": climbs, "conversion": climbs})
-    assert not check.passed and "logic: no held-out problems" in check.detail
+    assert not check.passed and "logic: no development problems" in check.detail
 
 
 def test_coverage_states_what_is_missing() -> None:
     check = coverage(40, 224, ["knights_knaves"])
     assert not check.passed and check.detail == (
-        "held-out: 40 of 224 drawn; families with no held-out problem yet: knights_knaves"
+        "development: 40 of 224 drawn; families with no development problem yet: knights_knaves"
     )
     assert coverage(200, 224, []).passed
     assert [c.line().split(":")[0] for c in all_checks({}, EFFORTS, 0, None, [])] == ["- **MISS**"] * 7

@@ -1,6 +1,6 @@
-"""The held-out ladder on hand-built pools: routes map back to the configuration they run, a
-routed outcome is that configuration's price on the problem's pool, budgets follow the fit's
-rule, unpriceable routes are counted, and ``heldout`` end to end (estimator off: no encoder)."""
+"""The ladder on hand-built pools: routes map back to the configuration they run, a routed
+outcome is that configuration's price on the problem's pool, budgets follow the fit's rule,
+unpriceable routes are counted, and ``development`` end to end (estimator off: no encoder)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from evaluation.heldout.ladder import (
 from evaluation.pools.store import Draw, ProblemPool, write_chunk
 from evaluation.pricing.pricer import Config, LatencyModel, Pricer
 from evaluation.pricing.table import default_configs, price_all
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from evaluation.routing.route_fit import GREEDY, NOT_ROUTABLE, label_of, problem_stats
 from evaluation.routing.served_routes import route_of
 from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT
@@ -38,7 +39,7 @@ PRICER = Pricer(LatencyModel(step_s=0.01))
 EFFORTS = list(BUDGET_MULTIPLES)
 
 
-def make(pid: str, kind: str = "arithmetic", family: str = "chain_sum", split: str = "heldout",
+def make(pid: str, kind: str = "arithmetic", family: str = "chain_sum", split: str = DEVELOPMENT_KEY,
          **draws: Draw) -> ProblemPool:  # fmt: skip
     problem = {"id": pid, "dataset": family, "level": 1, "question": f"What is {len(pid)} + 17?",
                "reference": "1", "check": "math", "extra": {}}  # fmt: skip
@@ -46,7 +47,7 @@ def make(pid: str, kind: str = "arithmetic", family: str = "chain_sum", split: s
 
 
 def text(pid: str, greedy_right: bool, sampled: list[bool], kind: str = "arithmetic", tokens: int = 10,
-         split: str = "heldout") -> ProblemPool:  # fmt: skip
+         split: str = DEVELOPMENT_KEY) -> ProblemPool:  # fmt: skip
     votes = [("1", True) if r else (f"w{i}", False) for i, r in enumerate(sampled)]
     greedy = ("1", True) if greedy_right else ("w", False)
     return make(pid, kind, split=split, cot=draw("cot", greedy, votes, tokens),
@@ -142,7 +143,7 @@ def test_the_best_fixed_configuration_is_the_most_accurate_one_within_budget_and
     assert best["high"].summary.accuracy > best["none"].summary.accuracy
 
 
-def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_outcomes(
+def test_development_fits_on_calibration_only_and_writes_the_checks_and_per_problem_outcomes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     header = {"git_describe": "abc", "model": "m", "model_sha256": "remote:m", "program_version": program_version(),
@@ -150,15 +151,16 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
               "data": {"seed": 0, "per_family": 3, "families": ["chain_sum", "letter_counting"]}}  # fmt: skip
     calibration = [text(f"c{i}" * (i + 1), i % 2 == 0, [True, True, False, True], split="calibration")
                    for i in range(4)]  # fmt: skip
-    heldout = [text("h1", False, [True, True, True, False]), text("h22", True, [True, False, True, True])]
+    development = [text("h1", False, [True, True, True, False]), text("h22", True, [True, False, True, True])]
     write_chunk(tmp_path, "calibration", 1, header, calibration)
-    write_chunk(tmp_path, "heldout", 1, header, heldout)
+    write_chunk(tmp_path, DEVELOPMENT_KEY, 1, header, development)
     out = tmp_path / "ladder.json"
     img = tmp_path / "img"
-    assert main(["heldout", "--pools", str(tmp_path), "--out", str(out), "--estimator", "none",
+    assert main(["development", "--pools", str(tmp_path), "--out", str(out), "--estimator", "none",
                  "--img-dir", str(img)]) == 0  # fmt: skip
     body = json.loads(out.read_text())
     assert body["table"]["provenance"]["problems"] == 4  # fitted on the calibration pools only
+    assert body["provenance"]["development"]["chunks"] == [f"{DEVELOPMENT_KEY}-00001.jsonl"]
     assert body["coverage"] == {"drawn": 2, "intended": 6, "missing_families": ["letter_counting"],
                                 "families": {"chain_sum": 2}}  # fmt: skip
     assert [r["id"] for r in body["per_problem"]] == ["h1", "h22"]
@@ -166,10 +168,11 @@ def test_heldout_fits_on_calibration_only_and_writes_the_checks_and_per_problem_
     assert body["per_problem"][0]["efforts"]["medium"]["route"].startswith("arithmetic, every bin, adaptive: ")
     assert body["per_problem"][0]["efforts"]["low"]["route"] == "arithmetic, every bin, 4 problems"
     names = [c["name"] for c in body["checks"]]
-    assert len(names) == 7 and body["checks"][0]["detail"].startswith("held-out: 2 of 6 drawn")
-    assert [k["task"] for k in body["frontier"]] == ["arithmetic"]  # per held-out kind, plotted
+    assert len(names) == 7 and body["checks"][0]["detail"].startswith("development: 2 of 6 drawn")
+    assert [k["task"] for k in body["frontier"]] == ["arithmetic"]  # per development kind, plotted
     assert body["frontier"][0]["problems"] == 2 and body["frontier"][0]["ladder"][0]["effort"] == "none"
     assert (img / "arithmetic.png").read_bytes().startswith(b"\x89PNG")
     printed = capsys.readouterr().out
-    assert "## Must-show checks" in printed and "**MISS**: >= 200 held-out problems" in printed
-    assert "## all: 2 held-out problems" in printed
+    assert printed.startswith("# Development-split ladder from pools: ") and "not held-out figures" in printed
+    assert "## Must-show checks" in printed and "**MISS**: >= 200 development problems" in printed
+    assert "## all: 2 development problems" in printed

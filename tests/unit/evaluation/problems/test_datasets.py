@@ -6,11 +6,14 @@ import pytest
 
 from evaluation.problems.checkers import check_math, program_for
 from evaluation.problems.datasets import (
+    DEVELOPMENT_KEY,
     UnknownDataset,
     assert_disjoint,
     content_id,
     load_mix,
     load_problems,
+    split_key,
+    split_name,
     split_of,
 )
 
@@ -30,11 +33,20 @@ def test_reasoning_gym_levels_are_deterministic_and_checkable(name: str) -> None
 
 def test_splits_are_disjoint_and_stable() -> None:
     cal = load_problems("chain_sum", 20, split="calibration")
-    held = load_problems("chain_sum", 20, split="heldout")
-    assert_disjoint(cal, held)
+    development = load_problems("chain_sum", 20, split=DEVELOPMENT_KEY)
+    assert_disjoint(cal, development)
     assert all(split_of(p.id) == "calibration" for p in cal)
-    assert all(split_of(p.id) == "heldout" for p in held)
-    assert len(cal) == len(held) == 60
+    assert all(split_of(p.id) == DEVELOPMENT_KEY for p in development)
+    assert len(cal) == len(development) == 60
+
+
+def test_users_name_the_development_split_and_the_store_keeps_its_old_key() -> None:
+    assert split_key("development") == DEVELOPMENT_KEY == "heldout"  # committed pool chunks: heldout-NNNNN.jsonl
+    assert [split_key(s) for s in ("calibration", "all")] == ["calibration", "all"]
+    names = [split_name(k) for k in ("calibration", DEVELOPMENT_KEY, "sealed")]
+    assert names == ["calibration", "development", "sealed"]
+    with pytest.raises(ValueError, match="development"):
+        split_key("heldout")  # not a name a user types: every flag and report says development
 
 
 def test_assert_disjoint_catches_a_leak() -> None:

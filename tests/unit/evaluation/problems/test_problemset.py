@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import Problem, split_key
 from evaluation.problems.problemset import (
     FAMILIES,
     UnknownFamily,
@@ -17,7 +17,7 @@ from evaluation.problems.problemset import (
 
 @pytest.fixture(scope="module")
 def splits() -> dict[str, list[Problem]]:
-    return {s: build_problem_set(s) for s in ("calibration", "heldout")}
+    return {s: build_problem_set(split_key(s)) for s in ("calibration", "development")}
 
 
 def test_each_split_has_the_size_and_breadth_the_ladder_needs(splits: dict[str, list[Problem]]) -> None:
@@ -32,7 +32,7 @@ def test_each_split_has_the_size_and_breadth_the_ladder_needs(splits: dict[str, 
 
 
 def test_splits_are_disjoint_and_deterministic(splits: dict[str, list[Problem]]) -> None:
-    check_disjoint(splits["calibration"], splits["heldout"])
+    check_disjoint(splits["calibration"], splits["development"])
     again = build_problem_set("calibration", families=["letter_counting", "humaneval"], per_family=4)
     assert [p.id for p in again] == [p.id for p in build_problem_set("calibration",
                                      families=["letter_counting", "humaneval"], per_family=4)]  # fmt: skip
@@ -42,7 +42,7 @@ def test_splits_are_disjoint_and_deterministic(splits: dict[str, list[Problem]])
 
 def test_swapped_splits_are_caught(splits: dict[str, list[Problem]]) -> None:
     with pytest.raises(AssertionError, match="wrong side"):
-        check_disjoint(splits["heldout"][:3], splits["calibration"][:3])
+        check_disjoint(splits["development"][:3], splits["calibration"][:3])
 
 
 def test_new_families_are_checked_by_their_generator(splits: dict[str, list[Problem]]) -> None:
@@ -55,7 +55,7 @@ def test_new_families_are_checked_by_their_generator(splits: dict[str, list[Prob
 
 
 def test_code_problems_keep_their_hidden_tests_out_of_the_question(splits: dict[str, list[Problem]]) -> None:
-    code = [p for p in splits["heldout"] if p.check == "code"]
+    code = [p for p in splits["development"] if p.check == "code"]
     assert code and all(p.extra["test"] not in p.question for p in code)
 
 
