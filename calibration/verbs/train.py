@@ -33,6 +33,7 @@ from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS, relative_to_root
 from calibration.lib.services import Service, model_lock, policy_service, sandbox_service
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import read_pools
+from evaluation.problems.datasets import DEVELOPMENT_KEY
 from evaluation.problems.sealed import SEALED_PATH
 from evaluation.training.before_after import KINDS, compare
 from evaluation.training.eval_sets import EVAL_SPLITS, development_problems, sealed_problems
@@ -47,8 +48,8 @@ HELP = "fine-tune the 0.5B with LoRA on an export's verified trajectories; merge
 TUNED_NAME = "qwen2.5-coder-0.5b-rft"
 DATA = Path("docs/data/training/export-20261207T080906Z/sft.jsonl")
 POOLS = (DEFAULT_POOLS / DEFAULT_MODEL, DEFAULT_POOLS / "qwen2.5-coder-1.5b")
-#: the chunk split name each evaluation split is drawn under (the pools call development "heldout")
-CHUNK_SPLIT = {"development": "heldout", "sealed": "sealed"}
+#: the storage key each evaluation split's chunks are written under (the pools' for development)
+CHUNK_SPLIT = {"development": DEVELOPMENT_KEY, "sealed": "sealed"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     start.add_argument("--resume", default="", metavar="RUN_ID", help="continue a run from its latest checkpoint")
     p.add_argument("--data", type=Path, default=DATA, help="an export's sft.jsonl")
     p.add_argument("--pools", type=Path, action="append", default=None,
-                   help="pool folders whose held-out problems no row may be (default: 0.5B and 1.5B)")  # fmt: skip
+                   help="pool folders whose development problems no row may be (default: 0.5B and 1.5B)")  # fmt: skip
     p.add_argument("--sealed", type=Path, default=SEALED_PATH, help="the sealed split (no row may be one)")
     p.add_argument("--base", default="", help="registry name of the base (default: the tuned name's, else the 0.5B)")
     p.add_argument("--models-dir", type=Path, default=None, help="default: TTC_POLICY_MODELS_DIR or ./models")
@@ -83,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     eval_p.add_argument("--out", type=Path, default=None, help="default docs/data/training/eval/<model>/<split>")
     eval_p.add_argument("--samples", type=int, default=0, help="sampled answers per kind besides the greedy one")
     eval_p.add_argument("--base-pools", type=Path, default=DEFAULT_POOLS / DEFAULT_MODEL,
-                        help="the pool folder whose held-out problems are the development split")  # fmt: skip
+                        help="the pool folder whose development problems are drawn")  # fmt: skip
     eval_p.add_argument("--chunk-size", type=int, default=5)
     eval_p.add_argument("--hours", type=float, default=0.0, help="stop starting chunks after this long (0: none)")
     eval_p.add_argument("--policy-target", default="", help="a running policy service (default: start one)")

@@ -1,6 +1,6 @@
 """The problems the before/after evaluation runs on, each with the checker that judges it.
 
-- **development**: the base model's held-out pool problems (the development split), read from
+- **development**: the base model's development pool problems, read from
   its pool folder, so both models answer exactly the problems the base's vote was priced on;
   judged by :func:`~evaluation.problems.problemset.answer_correct`.
 - **sealed**: the sealed test split (:mod:`evaluation.problems.sealed`), families no calibration,
@@ -20,7 +20,7 @@ from typing import Literal
 
 from evaluation.heldout.sealed_grade import RIGHT, scorer
 from evaluation.pools.store import read_pools
-from evaluation.problems.datasets import Problem
+from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem
 from evaluation.problems.problemset import answer_correct
 from evaluation.problems.sealed import SEALED_PATH, load_sealed
 
@@ -54,9 +54,9 @@ def sealed_correct(problem: Problem, answer: str | None) -> bool:
 
 
 def development_problems(base_pools: Path) -> list[EvalProblem]:
-    """The held-out problems of a base model's pool folder, in the order first drawn."""
+    """The development problems of a base model's pool folder, in the order first drawn."""
     return [EvalProblem(Problem.from_dict(p.problem), p.family, p.kind, answer_correct)
-            for p in read_pools(base_pools, "heldout")]  # fmt: skip
+            for p in read_pools(base_pools, DEVELOPMENT_KEY)]  # fmt: skip
 
 
 def sealed_problems(path: Path = SEALED_PATH) -> list[EvalProblem]:

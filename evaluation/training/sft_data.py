@@ -3,7 +3,7 @@ the model's chat template with the loss on the assistant turn only, and put in a
 
 - **Refusal, not filtering.** A row whose question is a development or sealed problem (the
   export's own check, :class:`~evaluation.training.withheld.Withheld`, over every message but the
-  answer), or a pool row whose problem id the split function puts on the held-out side, stops
+  answer), or a pool row whose problem id the split function puts on the development side, stops
   the run: such a row means the export or the file is wrong, and training on it would make the
   before/after evaluation measure memory.
 - **Masking.** The prompt (system and user turns, and the template's ``<|im_start|>assistant``
@@ -67,7 +67,7 @@ def read_rows(path: Path) -> list[SftRow]:
 
 def withheld_reason(row: SftRow, withheld: Withheld) -> str | None:
     """Why ``row`` may not be trained on, or ``None``: a withheld question in its prompt, or
-    (for a pool's row) a problem id on the held-out side of the split."""
+    (for a pool's row) a problem id on the development side of the split."""
     why = withheld.prompt_reason(m.content for m in row.messages[:-1])
     if why is None and row.source.startswith("pool:") and split_of(row.prompt_id) != "calibration":
         why = "development_split"

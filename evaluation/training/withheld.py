@@ -1,10 +1,10 @@
-"""The problems no export may contain: the development (held-out) split and the sealed test split.
+"""The problems no export may contain: the development split and the sealed test split.
 
 A model fine-tuned on a problem it is later measured on measures nothing, so the rule is checked
 by content, not by trusting a pool's ``split`` field: a question is withheld when its content
 hash (:func:`~evaluation.problems.sealed.text_hash`, whitespace-normalized sha256) is one of the
-development problems' (every held-out pool's questions, and any pool problem the split function
-:func:`~evaluation.problems.datasets.split_of` puts on the held-out side) or the sealed split's
+development problems' (every development pool's questions, and any pool problem the split function
+:func:`~evaluation.problems.datasets.split_of` puts on the development side) or the sealed split's
 (:func:`~evaluation.problems.sealed.sealed_hashes`). A served prompt is also withheld when it
 contains a withheld question inside a longer text (a question sent with a preamble).
 """
@@ -78,7 +78,7 @@ class Withheld:
 
 
 def withheld_of(pool_folders: Iterable[Path], sealed_path: Path) -> Withheld:
-    """What no export or training may read: every held-out pool's question in ``pool_folders``
+    """What no export or training may read: every development pool's question in ``pool_folders``
     and the sealed split at ``sealed_path``."""
     pools = [pool for folder in pool_folders for pool, _ in latest_pools(iter_chunks(folder)).values()]
     development = (pool for pool in pools if pool.split != "calibration")
