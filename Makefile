@@ -124,14 +124,8 @@ test-e2e: models
 # - test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half: the prompt set's kept-apart
 #   half, which no form rule was tuned on: run once, by name, at the end, and reported as it came
 #   out (its records in docs/data/answer_forms/); running it in every suite would tune on it.
-# - test_answer_forms_prompt_set.py::test_prompt_set_tested_half: its bar (97% of right values in
-#   the asked form) is not met yet: 21 of 30 on its first run (docs/data/answer_forms/
-#   tested-20261207T052346Z.json: fractions a program printed as decimals, percentages without
-#   their sign, exponent factorizations, expressions, units). It rejoins the suite once it passes;
-#   until then it is run by name while the renderer is worked on.
 HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations \
-	--deselect tests/e2e/test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half \
-	--deselect tests/e2e/test_answer_forms_prompt_set.py::test_prompt_set_tested_half
+	--deselect tests/e2e/test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half
 test: install models proto-check lint
 	$(PY) scripts/check_engine_isa.py
 	$(PY) scripts/settings_table.py --check README.md
