@@ -7,6 +7,7 @@ before/after evaluation on the development and sealed splits (docs/training.md).
     python -m calibration train [--run-id qwen2.5-coder-0.5b-rft] [--limit-minutes 60]
     python -m calibration train --resume qwen2.5-coder-0.5b-rft [--limit-minutes 60]
     python -m calibration train merge qwen2.5-coder-0.5b-rft [--control]
+    python -m calibration train served [qwen2.5-coder-0.5b-rft]    # served beside the base, asked via the SDK
     python -m calibration train eval --model qwen2.5-coder-0.5b-rft --split development
     python -m calibration train report --split development --tuned <eval folder> --base <pools or eval folder>
 
@@ -38,7 +39,7 @@ from evaluation.problems.sealed import SEALED_PATH
 from evaluation.training.before_after import KINDS, compare
 from evaluation.training.eval_sets import EVAL_SPLITS, development_problems, sealed_problems
 from evaluation.training.gguf_export import OUTTYPES
-from evaluation.training.run_state import RUNS, RunFolder, RunSpec, TrainSettings
+from evaluation.training.run_state import RUNS, RunFolder, RunSpec, TrainSettings, write_json
 from evaluation.training.sft_data import WithheldRows, batches, read_rows, refuse_withheld, tokenize
 from evaluation.training.withheld import withheld_of
 from services.policy.models import REGISTRY, TUNED, ModelError, gguf_path, hf_dir, model_id, sha256_of, tuned_gguf
@@ -97,6 +98,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     report_p.add_argument("--vote", type=Path, default=None, help="the base's folder with samples (default: --base)")
     report_p.add_argument("--out", type=Path, default=None, help="also write the comparison as JSON here")
     report_p.set_defaults(action=report)
+    served_p = actions.add_parser("served", help="serve the tuned model beside the base and ask it through the SDK")
+    served_p.add_argument("model", nargs="?", default=TUNED_NAME, help="the tuned model (default: %(default)s)")
+    served_p.add_argument("--out", type=Path, default=Path("docs/data/training"), help="folder of served-<UTC>.json")
+    served_p.set_defaults(action=served)
     for sub in (merge_p, eval_p):
         sub.add_argument("--models-dir", type=Path, default=None, help="default: TTC_POLICY_MODELS_DIR or ./models")
         sub.add_argument("--no-lock", action="store_true", help="do not take the shared model lock")
@@ -199,7 +204,6 @@ def merge(a: argparse.Namespace) -> int:
     """Merge a finished run's adapter into its base (or, with ``--control``, the base alone),
     convert it, record the GGUF's sha256 in the run's ``merge.json``."""
     from evaluation.training.gguf_export import build_gguf, converter, engine_version
-    from evaluation.training.run_state import write_json
 
     folder = RunFolder(RUNS / a.run_id)
     if not (folder.adapter / "adapter_config.json").is_file():
@@ -283,6 +287,54 @@ def evaluate(a: argparse.Namespace) -> int:
             print(f"error: {err}")
             return 2
     return 0
+
+
+# What the served check asks the tuned model (each at effort none and low): a product, a count in a
+# word and a transformed string, one per kind of answer its training rows hold.
+SERVED_PROMPTS = ("What is 48 * 27?", "How many times does the letter 'e' appear in 'excellence'?",
+                  "Spell the word 'stressed' backwards.")  # fmt: skip
+
+
+def served(a: argparse.Namespace) -> int:
+    """``ttc stack`` serving the tuned model beside the base (``TTC_STACK_TUNED_MODEL``), asked through
+    the gateway with the official ``openai`` SDK: the model list names it, and it answers each prompt
+    at ``none`` and ``low``. The replies are recorded (``served-<UTC>.json``) with the GGUF's sha256."""
+    import openai
+
+    from calibration.lib.stack import start_stack
+    from services.common.ports import free_port
+
+    try:
+        path = gguf_path(a.model, Path(os.environ.get("TTC_POLICY_MODELS_DIR", "models")))
+    except ModelError as err:
+        print(f"error: {err}")
+        return 2
+    env = {"TTC_STACK_TUNED_MODEL": a.model, "TTC_STACK_TUNED_MODEL_PORT": str(free_port()),
+           "TTC_STACK_TUNED_MODEL_METRICS_PORT": str(free_port())}  # fmt: skip
+    records: list[dict[str, Any]] = []
+    with model_lock():
+        stack, url = start_stack(DEFAULT_MODEL, 600.0, print, env, serving=f"and {a.model} on free ports")
+        try:
+            client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=600)
+            listed = sorted(m.id for m in client.models.list())
+            for prompt in SERVED_PROMPTS:
+                for effort in ("none", "low"):
+                    began = time.monotonic()
+                    reply = client.chat.completions.create(model=model_id(a.model), reasoning_effort=effort,
+                                                           messages=[{"role": "user", "content": prompt}])  # fmt: skip
+                    ttc = (reply.model_extra or {}).get("ttc") or {}
+                    records.append({"prompt": prompt, "effort": effort, "model": reply.model,
+                                    "content": reply.choices[0].message.content, "strategy": ttc.get("strategy"),
+                                    "completion_tokens": reply.usage.completion_tokens if reply.usage else None,
+                                    "seconds": round(time.monotonic() - began, 2)})  # fmt: skip
+                    print(f"{effort:>4} {prompt!r}: {reply.choices[0].message.content!r}")
+        finally:
+            stack.stop()
+    out = a.out / f"served-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    write_json(out, {"model": model_id(a.model), "gguf_sha256": sha256_of(path), "listed_models": listed,
+                     "git_describe": git_describe(), "replies": records})  # fmt: skip
+    print(f"wrote {relative_to_root(out)}: {model_id(a.model)} listed and answered {len(records)} request(s)")
+    return 0 if model_id(a.model) in listed and all(r["content"] for r in records) else 1
 
 
 def report(a: argparse.Namespace) -> int:

@@ -61,3 +61,12 @@ def test_the_report_pairs_the_tuned_model_with_the_base(tmp_path: Path, capsys: 
     assert set(kinds) == {"program", "cot"}
     assert kinds["program"]["greedy"]["a"] == 1.0 and kinds["program"]["greedy"]["b"] == 0.0
     assert kinds["program"]["vote"]["n_low"] == 1 and kinds["cot"]["greedy"]["difference"] == 0.0
+
+
+def test_the_served_check_refuses_a_tuned_model_not_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TTC_POLICY_MODELS_DIR", str(tmp_path))
+    assert main(["train", "served", "qwen2.5-coder-0.5b-rft", "--out", str(tmp_path)]) == 2
+    assert "train merge qwen2.5-coder-0.5b-rft" in capsys.readouterr().out
+    assert not list(tmp_path.glob("served-*.json"))
