@@ -29,7 +29,7 @@ from typing import Any
 
 from calibration.lib.code_runs import behaviour_version, needs_behaviour, tests_seed, with_behaviour
 from calibration.lib.drawer import problem_messages
-from calibration.lib.pool_run import model_sha256
+from calibration.lib.pool_run import chunks_model, model_sha256, stamped
 from calibration.lib.services import SANDBOX_UID_BASE, Service, model_lock, policy_service, sandbox_service
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import Chunk, ProblemPool, iter_chunks, latest_pools, write_chunk
@@ -90,15 +90,12 @@ class BehaviourRun:
     _record: Record | None = None
 
     def log(self, message: str) -> None:
-        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+        stamped(message)
 
     async def run(self) -> int:
         """Record until done or out of time; returns the number of chunks rewritten."""
         chunks = list(iter_chunks(self.directory))
-        models = {str(c.header.get("model", "")) for c in chunks}
-        model = self.model or (models.pop() if len(models) == 1 else "")
-        if not model and chunks:
-            raise SystemExit(f"chunks of several models {sorted(models)}: pass --model")
+        model = chunks_model(chunks, self.model)
         version = behaviour_version()
         todo = to_record(chunks, version)
         problems = sum(len(t) for _, t in todo)

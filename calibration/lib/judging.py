@@ -45,7 +45,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from calibration.lib.pool_run import model_sha256
+from calibration.lib.pool_run import chunks_model, model_sha256, stamped
 from calibration.lib.services import Service, model_lock, policy_service, verifier_service
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import Chunk, Draw, PoolCandidate, ProblemPool, iter_chunks, latest_pools, write_chunk
@@ -290,15 +290,12 @@ class JudgeRun:
     _scorer: Scorer | None = None
 
     def log(self, message: str) -> None:
-        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+        stamped(message)
 
     async def run(self) -> int:
         """Judge until done or out of time; returns the number of chunks rewritten."""
         chunks = list(iter_chunks(self.directory))
-        models = {str(c.header.get("model", "")) for c in chunks}
-        model = self.model or (models.pop() if len(models) == 1 else "")
-        if not model and chunks:
-            raise SystemExit(f"chunks of several models {sorted(models)}: pass --model")
+        model = chunks_model(chunks, self.model)
         todo = to_judge(chunks, self.judges)
         self.log(f"{self.directory}: {len(chunks)} chunks, {len(todo)} to judge with {', '.join(self.judges)}")
         note = {"git_describe": git_describe(), "model": model, "model_sha256": model_sha256(model)}

@@ -59,6 +59,21 @@ class RunPlan:
     kept_stale: int = 0  # problems kept from chunks of another program version
 
 
+def chunks_model(chunks: Sequence[Chunk], given: str = "") -> str:
+    """The model a rewrite of ``chunks`` runs: ``given``, else the one model their headers name
+    ("" when there are no chunks); chunks of several models need it given."""
+    models = {str(c.header.get("model", "")) for c in chunks}
+    model = given or (models.pop() if len(models) == 1 else "")
+    if not model and chunks:
+        raise SystemExit(f"chunks of several models {sorted(models)}: pass --model")
+    return model
+
+
+def stamped(message: str) -> None:
+    """A progress line with the local time, flushed (long rewrites are followed in their log)."""
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+
+
 def is_stale(chunk: Chunk, settings: DrawSettings, version: str) -> bool:
     return chunk.header.get("settings") != settings.as_dict() or chunk.header.get("program_version") != version
 
