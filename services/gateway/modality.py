@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from services.common.embedding import DIM, Encoder
 from services.common.task_type import TaskType
 from services.gateway.fleet import parse_pairs
+from services.gateway.model_tables import shipped_path
 from services.gateway.protocol import Effort
 from services.gateway.tracing import tracer
 from services.jobs.record import ModalityChoice
@@ -109,7 +110,7 @@ class ModalityClassifier:
 def load_modality_model(path: str | Path, what: str) -> ModalityModel:
     """Read and validate one model file; ``ValueError`` naming ``what`` and the path."""
     try:
-        return ModalityModel.model_validate(json.loads(Path(path).read_text()))
+        return ModalityModel.model_validate(json.loads(shipped_path(path).read_text()))
     except OSError as err:
         raise ValueError(f"{what}: cannot read the modality model {str(path)!r}: {err.strerror or err}") from err
     except (json.JSONDecodeError, ValidationError) as err:

@@ -58,6 +58,16 @@ class ModelTables:
         return model in self.by_model
 
 
+def shipped_path(path: str | Path) -> Path:
+    """``path`` as given when it exists (absolute, or relative to the working directory), else
+    relative to the project: the shipped defaults name files under ``services/gateway/routing/``,
+    which a gateway started from another directory (a container's, a test's) still finds."""
+    given = Path(path)
+    if given.is_absolute() or given.exists() or not (ROOT / given).exists():
+        return given
+    return ROOT / given
+
+
 def display_path(path: str | Path) -> str:
     resolved = Path(path).resolve()
     return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
@@ -65,8 +75,9 @@ def display_path(path: str | Path) -> str:
 
 def load_table_file(path: str | Path, what: str = "TTC_GATEWAY_ROUTING_TABLE") -> TableFile:
     """Read and validate one table; ``ValueError`` naming ``what`` (the setting or model) and the path."""
+    path = shipped_path(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = path.read_bytes()
         table = RoutingTable.model_validate(json.loads(raw))
     except OSError as err:
         raise ValueError(f"{what}: cannot read the routing table {str(path)!r}: {err.strerror or err}") from err
