@@ -309,8 +309,14 @@ def served(a: argparse.Namespace) -> int:
     except ModelError as err:
         print(f"error: {err}")
         return 2
+    from services.gateway.model_tables import shipped_path
+    from services.gateway.settings import GatewaySettings
+
+    default_table = shipped_path(str(GatewaySettings.model_fields["routing_table"].default)).resolve()
     env = {"TTC_STACK_TUNED_MODEL": a.model, "TTC_STACK_TUNED_MODEL_PORT": str(free_port()),
-           "TTC_STACK_TUNED_MODEL_METRICS_PORT": str(free_port())}  # fmt: skip
+           "TTC_STACK_TUNED_MODEL_METRICS_PORT": str(free_port()),
+           # routed as `make run` routes a model without a table of its own: the shipped default table
+           "TTC_GATEWAY_ROUTING_TABLE": str(default_table)}  # fmt: skip
     records: list[dict[str, Any]] = []
     with model_lock():
         stack, url = start_stack(DEFAULT_MODEL, 600.0, print, env, serving=f"and {a.model} on free ports")
