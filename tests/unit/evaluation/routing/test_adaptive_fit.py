@@ -11,8 +11,8 @@ def stats(accuracy_of) -> list[ProblemStats]:  # type: ignore[no-untyped-def]
     configs = adaptive_configs()
     out = []
     for i in range(6):
-        priced = {c.name: ConfigStats(accuracy_of(c, i), 100.0 * c.n * c.confidence, 1, 50.0, 100.0 * c.n * c.confidence)
-                  for c in configs}  # fmt: skip
+        cost = {c.name: 100.0 * c.n * c.confidence for c in configs}
+        priced = {c.name: ConfigStats(accuracy_of(c, i), cost[c.name], 1, 50.0, cost[c.name]) for c in configs}
         out.append(ProblemStats(f"p{i}", "q", 1, priced))
     return out
 
