@@ -123,7 +123,8 @@ test-e2e: models
 #   reported in the docs, never tuned on, so not part of the suite; run it by name.
 # - test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half: the prompt set's kept-apart
 #   half, which no form rule was tuned on: run once, by name, at the end, and reported as it came
-#   out (its records in docs/data/answer_forms/); running it in every suite would tune on it.
+#   out (its records in docs/data/answer_forms/; its first run: kept_apart-20261207T082744Z.json);
+#   running it in every suite would tune on it.
 HELD_OUT := --deselect tests/e2e/test_answer_form.py::test_held_out_calculations \
 	--deselect tests/e2e/test_answer_forms_prompt_set.py::test_prompt_set_kept_apart_half
 test: install models proto-check lint
