@@ -43,7 +43,7 @@ from services.common.answer_examples import Span, find_examples, requote
 from services.common.answer_factors import asked_exponents
 from services.common.answer_instructions import SLOT, names_a_number, read_instructions
 from services.common.answer_latex import plain
-from services.common.answer_lists import asked_separator, listed
+from services.common.answer_lists import as_set, asked_separator, listed
 from services.common.answer_notation import Notation, read_notation, written_in
 from services.common.answer_numbers import number_text
 from services.common.answer_shapes import as_json, as_written, in_choice, in_pattern, in_words
@@ -345,13 +345,27 @@ def _number(text: str, form: AnswerForm) -> str | None:
     return number
 
 
+# A value wrapped whole in one pair of quotes ('"Python"'): the quotes are the model's, not the value's.
+_QUOTED = re.compile(r"([\"'`\u201c\u2018])(?P<inner>[^\"'`\u201c\u201d\u2018\u2019\n]+)([\"'`\u201d\u2019])")
+_QUOTE_PAIRS = {('"', '"'), ("'", "'"), ("`", "`"), ("\u201c", "\u201d"), ("\u2018", "\u2019")}
+
+
+def _unquoted(value: str) -> str:
+    """``value`` without one pair of quotes around it whole (an asked quoting is the template's)."""
+    quoted = _QUOTED.fullmatch(value)
+    if quoted is None or (quoted.group(1), quoted.group(3)) not in _QUOTE_PAIRS:
+        return value
+    return quoted.group("inner").strip()
+
+
 def render_value(value: str, form: AnswerForm) -> str:
-    """The value alone, as asked: LaTeX markup gone (:func:`~services.common.answer_latex.plain`);
+    """The value alone, as asked: LaTeX markup and quotes around it whole gone
+    (:func:`~services.common.answer_latex.plain`);
     a complex number, a factorization or an expression in the asked notation or the question's
     (:func:`~services.common.answer_notation.written_in`); a number as :func:`_number` writes it;
     a date or time as the question writes its own, or in a shown pattern; a yes/no value in the
-    asked words; a list's items joined as asked; the case applied."""
-    value = plain(value)
+    asked words; a list's items joined as asked, or as a set where a set is asked; the case applied."""
+    value = _unquoted(plain(value).strip())
     text = value.strip().rstrip(".").strip() if not re.fullmatch(r"\s*\.\d+\s*", value) else value.strip()
     text = as_written(text, form.notation.times)
     complex_asked = bool(form.pattern and "bi" in form.pattern.replace(" ", ""))
@@ -361,6 +375,8 @@ def render_value(value: str, form: AnswerForm) -> str:
     text = in_choice(text, form.choices) if form.choices else text
     if form.example:
         text = requote(text, form.example)
+    if written is None and form.notation.sets and not form.separator and not form.example:
+        text = as_set(text) or text
     if written is None and (form.separator or not form.example):  # an example without a separator shows the shape
         text = listed(text, form.separator)
     if form.case == "lower":

@@ -6,7 +6,9 @@ example ("Format your answer like: 2 * 2 * 5", with the times sign or a star) or
 the form a * b * c", "e.g. 2 * 3 * 5"), or names ("comma-separated", "one number per line", "separate the
 items with semicolons", "separated by" a times sign, "use" a times sign "between the factors"); ", " when it
 asks for none. A value already written with one separator ("3 * 3 * 29") takes the asked one; a
-printed set (``{3, 5, 7}``) keeps its braces unless a separator is asked.
+printed set (``{3, 5, 7}``) keeps its braces unless a separator is asked. A question that asks for
+a set ("the set of remainders", "answer with the set") gets one: items listed another way
+("1, 4, 4, 1, 0") are written once each, numbers in order, in braces (:func:`as_set`).
 
 An example that shows a bracketed list keeps the brackets: that shape is followed as it is
 (:func:`services.common.answer_examples.requote`), so :func:`listed` is only applied where no
@@ -45,6 +47,8 @@ _SEPARATED_BY = re.compile(
     r"slashes?|dashes?|hyphens?)\b",
     _F,
 )
+# A set as the noun the answer is: "the set of", "a set", "write the set", "in curly braces".
+_SET_ASKED = re.compile(r"\b(?:the|a|which|this|that)\s+set\b(?!\s+(?:to|up|aside)\b)|\b(?:curly\s+)?braces\b", _F)
 _SEPARATOR_NAMES = {"comma": ", ", "semicolon": "; ", "space": " ", "pipe": " | ", "slash": "/", "dash": "-"}
 _SEPARATOR_NAMES |= {"hyphen": "-", "newline": "\n", "new line": "\n", "line break": "\n"}
 # "use" a times sign "between the factors", "put a * between them": the sign, spaced.
@@ -108,3 +112,31 @@ def listed(text: str, separator: str | None = None) -> str:
     if items is None and separator is not None:
         items = _separated_items(text)
     return text if items is None else (separator or ", ").join(items)
+
+
+def asks_set(question: str) -> bool:
+    """Whether ``question`` asks for its answer as a set (see the module docstring)."""
+    return _SET_ASKED.search(question) is not None
+
+
+def _number_key(item: str) -> float | None:
+    try:
+        return float(item)
+    except ValueError:
+        return None
+
+
+def as_set(text: str) -> str | None:
+    """``text``'s items written as a set: each once, in braces, numbers in increasing order
+    (other items in the order first written); ``None`` where ``text`` is not a list of items or
+    is already a set."""
+    if text.startswith("{"):
+        return None
+    items = _printed_items(text) or _separated_items(text)
+    if items is None:
+        return None
+    unique = list(dict.fromkeys(items))
+    keys = [_number_key(item) for item in unique]
+    if all(key is not None for key in keys):
+        unique = [item for _, item in sorted(zip(keys, unique, strict=True), key=lambda pair: pair[0])]
+    return "{" + ", ".join(unique) + "}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from services.common.answer_complex import complex_text, imaginary_unit
 from services.common.answer_expressions import Algebra, algebra_notation, in_notation
 from services.common.answer_factors import about_factors, factored
+from services.common.answer_lists import asks_set
 from services.common.answer_numbers import writes_fractions
 from services.common.answer_shapes import written_times
 
@@ -28,6 +29,7 @@ class Notation:
     algebra: Algebra | None = None  # how it writes expressions in its variables
     factors: bool = False  # it asks about factors: a printed dict is a factorization
     times: str | None = None  # its clock times: "minutes", "seconds", or None (written_times)
+    sets: bool = False  # it asks for a set: listed items are written as one (answer_lists.as_set)
 
 
 def read_notation(question: str) -> Notation:
@@ -39,6 +41,7 @@ def read_notation(question: str) -> Notation:
         algebra=algebra_notation(question) if imaginary is None else None,
         factors=about_factors(question),
         times=written_times(question),
+        sets=asks_set(question),
     )
 
 

@@ -9,6 +9,8 @@ gateway, counted as reasoning tokens). Where it does not (a poem, an explanation
 text is the content and there is no separate reasoning. A chain of thought's value is the one it
 states ("the answer is", a box), else what a one-line reply states whole (an equation's last side,
 a bare value: :mod:`services.common.answer_reading`), else, for a quantity, its last number. A
+chain of thought that boxes its answer asks for a value even where no rule read the question as
+one (not streamed: a streamed answer is already the content). A
 program's ``True`` answers a yes/no question "Yes" and a true-or-false one "True".
 
 The hard limits are the request's own: tool calls, a response format (the JSON *is* the
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from services.common.answer_form import parse_form, render, strip_form
 from services.common.answer_reading import stated_value
 from services.common.answer_shapes import in_choice
-from services.common.answers import extract_answer, stated_answer, yes_or_no
+from services.common.answers import extract_answer, extract_boxed, stated_answer, yes_or_no
 from services.common.task_type import VALUE_TASKS, asks_quantity, asks_yes_or_no, classify_task
 from services.search.interfaces import Message, Shape
 from services.search.strategies.results import Choice
@@ -76,7 +78,9 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
     value = choice.answer
     yes_no = asks_yes_or_no(question)
     # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
-    if not value and choice.finish_reason != "length" and (form.asked or classify_task(question) in VALUE_TASKS):
+    # A question no rule reads as asking for a value still does when the model boxed its answer.
+    asks_value = form.asked or classify_task(question) in VALUE_TASKS or extract_boxed(choice.text) is not None
+    if not value and choice.finish_reason != "length" and asks_value:
         # a value stated in a short reply before any last number; only a quantity's chain of
         # thought answers with its last number, others must state it
         read = extract_answer if asks_quantity(strip_form(question, form)) else stated_answer

@@ -262,3 +262,27 @@ def test_a_true_or_false_question_keeps_true_and_false() -> None:
     assert present(stated, question, Shape(), streamed=False).content == "The answer is True."
     yes_no = (Message("user", "Is 2^10 greater than 10^3?"),)
     assert present(program, yes_no, Shape(), streamed=False).content == "The answer is Yes."
+
+
+@pytest.mark.parametrize(
+    ("question", "value", "content"),
+    [
+        ("What is the set of remainders of the squares of 1 to 10 mod 5?", "1, 4, 4, 1, 0", "The answer is {0, 1, 4}."),
+        ("Which numbers below 10 divide 36? Answer with the set only.", "[1, 2, 3, 4, 6, 9]", "{1, 2, 3, 4, 6, 9}"),
+        ("Write the set of vowels in 'banana' in curly braces.", "['a', 'a', 'a']", "The answer is {a}."),
+        ("What is the set of odd primes below 10? List them separated by commas.", "{3, 5, 7}", "The answer is 3, 5, 7."),
+        ("What is {1, 2} united with {2, 3}?", "{1, 2, 3}", "The answer is {1, 2, 3}."),
+        ("Set x to 5 and add 3. What are x and x + 1?", "[8, 9]", "The answer is 8, 9."),
+    ],
+)
+def test_a_set_asked_for_is_written_as_a_set(question: str, value: str, content: str) -> None:
+    assert render(value, parse_form(question)) == content
+
+
+@pytest.mark.parametrize(
+    ("value", "content"),
+    [('"programming"', "programming"), ("'Hll Wrld'", "Hll Wrld"), ("\u201cJupiter\u201d", "Jupiter"),
+     ("it's", "it's"), ("'a' and 'b'", "'a' and 'b'")],
+)  # fmt: skip
+def test_quotes_around_a_whole_value_are_the_models_not_the_values(value: str, content: str) -> None:
+    assert render(value, parse_form("Which word is it? One word answer.")) == content

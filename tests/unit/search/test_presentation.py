@@ -94,3 +94,14 @@ def test_a_chain_that_states_no_answer_to_a_question_for_no_quantity_stays_text(
     chain = Choice("12 days is 1 week and 5 days. Wednesday plus 5 days is Monday.", "n1")
     question = problem("If today is Wednesday, what day of the week will it be in 12 days?")
     assert present(chain, question, Shape(), streamed=False).content == chain.text
+
+
+def test_a_boxed_chain_answers_a_question_no_rule_read_as_asking_for_a_value() -> None:
+    """Seen on a host whose model boxed the remainders as a list: the whole chain was the content."""
+    question = problem("What is the set of remainders when the squares of 1 through 10 are divided by 5?")
+    chain = "The squares leave 1, 4, 4, 1, 0, ...\n\n\\[\n\\boxed{1, 4, 4, 1, 0, 0, 4, 0, 1}\n\\]"
+    shown = present(Choice(chain, "n1"), question, Shape(), streamed=False)
+    assert (shown.content, shown.reasoning) == ("The answer is {0, 1, 4}.", chain)
+    assert present(Choice(chain, "n1"), question, Shape(), streamed=True).content == chain
+    unboxed = Choice("Remainders repeat with period 5.", "n1")
+    assert present(unboxed, question, Shape(), streamed=False).content == unboxed.text
