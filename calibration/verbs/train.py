@@ -276,13 +276,18 @@ def evaluate(a: argparse.Namespace) -> int:
                   "git_describe": git_describe(), "eval_split": a.split}  # fmt: skip
     out = a.out or Path("docs/data/training/eval") / model_id(a.model) / a.split
     deadline = time.monotonic() + a.hours * 3600 if a.hours else None
-    with started(a, str(path)) as (policy_target, sandbox_target):
+
+    async def draw(policy_target: str, sandbox_target: str) -> None:
+        # The gRPC channels belong to the loop that uses them: made inside it.
         drawer = EvalDrawer(GrpcPolicy(insecure_channel(policy_target), "", timeout=1800.0),
                             GrpcExecutor(insecure_channel(sandbox_target)), sandbox_runner(sandbox_target),
                             settings)  # fmt: skip
+        await draw_chunks(drawer, problems, out, CHUNK_SPLIT[a.split], provenance,
+                          chunk_size=a.chunk_size, deadline=deadline, hold=hold(a))  # fmt: skip
+
+    with started(a, str(path)) as (policy_target, sandbox_target):
         try:
-            asyncio.run(draw_chunks(drawer, problems, out, CHUNK_SPLIT[a.split], provenance,
-                                    chunk_size=a.chunk_size, deadline=deadline, hold=hold(a)))  # fmt: skip
+            asyncio.run(draw(policy_target, sandbox_target))
         except MixedRun as err:
             print(f"error: {err}")
             return 2
