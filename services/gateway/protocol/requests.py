@@ -35,7 +35,6 @@ NO_EFFECT = (
     "prediction",
     "web_search_options",
     "verbosity",
-    "logit_bias",
     "moderation",
     "stream_options.include_obfuscation",
 )
@@ -88,11 +87,21 @@ class _Sampling(Strict):
     frequency_penalty: float | None = Field(
         None, ge=-2, le=2, description="Applied to every candidate the search generates (0: none)."
     )
-    logit_bias: dict[str, int] | None = Field(None, description="Accepted; not applied by this server.")
+    logit_bias: dict[str, int] | None = Field(
+        None, description="Null or empty only: the search's many candidates are not biased token by token."
+    )
     user: str | None = None
     reasoning_effort: Effort | None = None
     background: bool = Field(False, description="Run as a background job: reply at once with a job id.")
     ttc: TTCOptions | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _no_logit_bias(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        # Accepting a bias and not applying it would change the answer's meaning silently.
+        if value:
+            raise ValueError("logit_bias is not supported by this server (send null or {})")
+        return value
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
