@@ -136,7 +136,8 @@ def as_set(text: str) -> str | None:
     if items is None:
         return None
     unique = list(dict.fromkeys(items))
-    keys = [_number_key(item) for item in unique]
-    if all(key is not None for key in keys):
-        unique = [item for _, item in sorted(zip(keys, unique, strict=True), key=lambda pair: pair[0])]
+    numbers = [_number_key(item) for item in unique]
+    keys = [key for key in numbers if key is not None]
+    if len(keys) == len(unique):
+        unique = [item for _, item in sorted(zip(keys, unique, strict=True))]
     return "{" + ", ".join(unique) + "}"

@@ -28,8 +28,8 @@ from services.gateway.planning import Planner
 from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.routing import RidgeParams, RoutingTable, load_routing_table
 from services.gateway.settings import GatewaySettings
-from services.gen.ttc.v1 import policy_pb2
 from services.jobs.record import JobRecord
+from tests.unit.gateway.fake_watch import ModelWatch
 
 TABLE = Path("services/gateway/routing/routing.v1.json")
 SC = {"strategy": "self_consistency", "n": 3, "token_budget": 4096}
@@ -163,16 +163,6 @@ def test_make_estimator_refuses_an_embedding_table_without_an_encoder() -> None:
         make_estimator(table.estimator, None, 1.0)  # type: ignore[arg-type]
 
 
-class FakeWatch:
-    kv_utilization = 0.0
-
-    def resolve(self, name: str) -> str:
-        return name
-
-    def model(self, name: str) -> policy_pb2.ModelInfo:
-        return policy_pb2.ModelInfo(id=name, max_context=4096)
-
-
 class CountingEstimator:
     def __init__(self, inner: EmbeddingEstimator) -> None:
         self.inner = inner
@@ -185,7 +175,7 @@ class CountingEstimator:
 
 def _planner(table: RoutingTable, estimator: CountingEstimator) -> Planner:
     metrics = GatewayMetrics(ServiceMetrics("gateway"))
-    return Planner(GatewaySettings(), table, estimator, FakeWatch(), metrics, {})  # type: ignore[arg-type]
+    return Planner(GatewaySettings(), table, estimator, ModelWatch(max_context=4096), metrics, {})  # type: ignore[arg-type]
 
 
 async def test_planner_classifies_estimates_once_and_routes_by_task_type() -> None:

@@ -25,8 +25,8 @@ from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.protocol.ladder import LadderConfiguration, LadderRung, ModelCard
 from services.gateway.routing import Route
 from services.gateway.settings import GatewaySettings
-from services.gen.ttc.v1 import policy_pb2
 from tests.helpers.routing import shipped_routing
+from tests.unit.gateway.fake_watch import ModelWatch
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "services/gateway/routing/routing.v2.json"
@@ -285,16 +285,6 @@ def test_the_app_refuses_to_build_with_a_bad_per_model_table(tmp_path: Path) -> 
 # ------------------------------------------------------------------------------ the planner's choice
 
 
-class Watch:
-    kv_utilization = 0.0
-
-    def resolve(self, name: str) -> str:
-        return name
-
-    def model(self, name: str) -> policy_pb2.ModelInfo:
-        return policy_pb2.ModelInfo(id=name, max_context=8192)
-
-
 async def test_the_planner_routes_each_model_by_its_own_table_else_the_default(tmp_path: Path) -> None:
     raw = json.loads(SHIPPED.read_text())
     own = copy.deepcopy(raw)
@@ -305,7 +295,7 @@ async def test_the_planner_routes_each_model_by_its_own_table_else_the_default(t
         GatewaySettings(),
         tables.default.table,
         None,
-        Watch(),  # type: ignore[arg-type]
+        ModelWatch(),  # type: ignore[arg-type]
         _METRICS,
         {},
         per_model={"m": ModelRouting(tables.by_model["m"].table, None)},

@@ -27,8 +27,9 @@ from services.gateway.planning import Planner
 from services.gateway.protocol import ChatCompletionRequest
 from services.gateway.routing import load_routing_table
 from services.gateway.settings import GatewaySettings
-from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2
+from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.record import JobRecord
+from tests.unit.gateway.fake_watch import ModelWatch
 
 TABLE = Path("services/gateway/routing/routing.qwen2.5-coder-0.5b.json")
 SHIPPED = Path("services/gateway/routing/modality.qwen2.5-coder-0.5b.json")
@@ -50,16 +51,6 @@ class Encoder:
         return v
 
 
-class Watch:
-    kv_utilization = 0.0
-
-    def resolve(self, name: str) -> str:
-        return name
-
-    def model(self, name: str) -> policy_pb2.ModelInfo:
-        return policy_pb2.ModelInfo(id=name, max_context=8192)
-
-
 def _document(**changes: Any) -> dict[str, Any]:
     """A tiny model: P(program) = sigmoid(4 x0), so 0.98 for a list or string prompt, 0.02 otherwise."""
     weights = [0.0] * DIM
@@ -79,7 +70,7 @@ def model_file(tmp_path: Path) -> Path:
 def _planner(model_file: Path, encoder: Encoder) -> Planner:
     table = load_routing_table(TABLE)
     classifiers = {"m": ModalityClassifier(encoder, load_modality_model(model_file, "test"))}  # type: ignore[arg-type]
-    return Planner(GatewaySettings(), table, None, Watch(), _METRICS, {}, modality=classifiers)  # type: ignore[arg-type]
+    return Planner(GatewaySettings(), table, None, ModelWatch(), _METRICS, {}, modality=classifiers)  # type: ignore[arg-type]
 
 
 def _chat(text: str, effort: str = "low", **extra: Any) -> ChatCompletionRequest:

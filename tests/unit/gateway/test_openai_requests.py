@@ -22,10 +22,10 @@ from services.gateway.planning import Planner
 from services.gateway.protocol import NO_EFFECT, ChatCompletionRequest, CompletionRequest
 from services.gateway.routing import load_routing_table
 from services.gateway.settings import GatewaySettings
-from services.gen.ttc.v1 import policy_pb2
 from services.jobs import validation
 from services.jobs.settings import JobsSettings
 from tests.helpers.processes import RedisServer, free_port
+from tests.unit.gateway.fake_watch import ModelWatch
 
 QUEUE = "ttc.search.unit-openai"
 _METRICS = GatewayMetrics(ServiceMetrics("gateway-openai-test"))
@@ -163,20 +163,17 @@ def test_every_no_effect_field_is_accepted(client: TestClient) -> None:
 # ---------------------------------------------------------------- planning
 
 
-class Watch:
-    up = True
-    kv_utilization = 0.0
-
-    def resolve(self, name: str) -> str:
-        return {"gpt-4o-mini": "m"}.get(name, name)
-
-    def model(self, name: str) -> policy_pb2.ModelInfo:
-        return policy_pb2.ModelInfo(id=self.resolve(name), max_context=8192)
-
-
 def _planner(table: str = "routing.v1.json", **settings: Any) -> Planner:
     routing = load_routing_table(Path("services/gateway/routing") / table)
-    return Planner(GatewaySettings(**settings), routing, None, Watch(), _METRICS, {}, validation.validate)  # type: ignore[arg-type]
+    return Planner(
+        GatewaySettings(**settings),
+        routing,
+        None,
+        ModelWatch(aliases={"gpt-4o-mini": "m"}),
+        _METRICS,
+        {},
+        validation.validate,
+    )  # type: ignore[arg-type]
 
 
 def _request(**extra: Any) -> ChatCompletionRequest:

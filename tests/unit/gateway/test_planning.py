@@ -20,27 +20,12 @@ from services.gateway.planning import Planner
 from services.gateway.protocol import ChatCompletionRequest, CompletionRequest
 from services.gateway.routing import RoutingTable, load_routing_table
 from services.gateway.settings import GatewaySettings
-from services.gen.ttc.v1 import orchestrator_pb2, policy_pb2
+from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import validation
+from tests.unit.gateway.fake_watch import ModelWatch
 
 TABLE = Path("services/gateway/routing/routing.v1.json")
 _METRICS = GatewayMetrics(ServiceMetrics("gateway-planning-test"))
-
-
-class Watch:
-    def __init__(self, up: bool = True) -> None:
-        self.up = up
-        self.kv_utilization = 0.0
-        self.model_calls = 0
-
-    def resolve(self, name: str) -> str:
-        return name
-
-    def model(self, name: str) -> policy_pb2.ModelInfo:
-        self.model_calls += 1
-        if not self.up:
-            raise Unavailable("the policy service is down")
-        return policy_pb2.ModelInfo(id=name, max_context=8192)
 
 
 class Estimator:
@@ -96,7 +81,7 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     return calls
 
 
-def _planner(watch: Watch, validator: Validator, estimator: Estimator | None = None, **settings: Any) -> Planner:
+def _planner(watch: ModelWatch, validator: Validator, estimator: Estimator | None = None, **settings: Any) -> Planner:
     table = load_routing_table(TABLE)
     return Planner(GatewaySettings(**settings), table, estimator, watch, _METRICS, {}, validator)  # type: ignore[arg-type]
 
@@ -118,7 +103,7 @@ def _chat(**extra: Any) -> ChatCompletionRequest:
 async def test_every_request_enters_each_step_once_in_the_same_order(
     routes: list[tuple[Any, ...]], steps: list[str], extra: Any
 ) -> None:
-    validator, watch, estimator = Validator(), Watch(), Estimator()
+    validator, watch, estimator = Validator(), ModelWatch(), Estimator()
     plan = await _planner(watch, validator, estimator).plan(_chat(**extra), queue_depth=0)
     assert steps == STEPS
     assert len(routes) == 1, routes
@@ -130,7 +115,7 @@ async def test_every_request_enters_each_step_once_in_the_same_order(
 
 async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tuple[Any, ...]]) -> None:
     estimator, validator = Estimator(), Validator()
-    planner = _planner(Watch(), validator, estimator)
+    planner = _planner(ModelWatch(), validator, estimator)
     if not planner.default_routing.table.needs_difficulty("high", "arithmetic"):
         pytest.skip("the packaged table routes this effort without a difficulty estimate")
     plan = await planner.plan(_chat(reasoning_effort="high"), queue_depth=0)
@@ -142,7 +127,7 @@ async def test_a_routed_request_routes_once_with_its_difficulty(routes: list[tup
 async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admission(
     routes: list[tuple[Any, ...]], steps: list[str]
 ) -> None:
-    validator, watch = Validator(), Watch(up=False)
+    validator, watch = Validator(), ModelWatch(up=False)
     bad = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}})
     with pytest.raises(InvalidArgument) as caught:
         await _planner(watch, validator).plan(bad, queue_depth=10_000)  # policy down and queue full
@@ -154,7 +139,7 @@ async def test_a_bad_pinned_strategy_is_400_naming_ttc_before_the_model_or_admis
     with pytest.raises(Unavailable):
         await _planner(watch, validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
     with pytest.raises(HTTPError) as shed:
-        await _planner(Watch(), validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
+        await _planner(ModelWatch(), validator).plan(_chat(ttc={"strategy": "best_of_n"}), queue_depth=10_000)
     assert shed.value.status == 429
 
 
@@ -165,13 +150,13 @@ async def test_a_refused_routed_request_spends_no_probe_and_is_still_validated(
     (its ``ttc`` overrides are validated on the route the table takes without a difficulty)."""
     estimator, validator = Estimator(), Validator()
     with pytest.raises(HTTPError) as shed:
-        await _planner(Watch(), validator, estimator).plan(_chat(reasoning_effort="high"), queue_depth=10_000)
+        await _planner(ModelWatch(), validator, estimator).plan(_chat(reasoning_effort="high"), queue_depth=10_000)
     assert shed.value.status == 429 and estimator.calls == 0 and len(validator.jobs) == 1
     assert steps == STEPS
     steps.clear()
     bad = _chat(reasoning_effort="high", ttc={"n": 3, "params": {"bad": 1}})
     with pytest.raises(InvalidArgument) as caught:
-        await _planner(Watch(up=False), validator, estimator).plan(bad, queue_depth=10_000)
+        await _planner(ModelWatch(up=False), validator, estimator).plan(bad, queue_depth=10_000)
     assert caught.value.field == "strategy.params.bad" and estimator.calls == 0
     assert steps == STEPS[:-1]
 
@@ -181,7 +166,7 @@ async def test_a_refused_routed_request_spends_no_probe_and_is_still_validated(
     [({"stop": ["a", "b", "c", "d", "e"]}, "stop"), ({"max_tokens": 100_000}, "max_tokens")],
 )
 async def test_request_only_checks_come_first(routes: list[tuple[Any, ...]], extra: Any, field: str) -> None:
-    validator, watch = Validator(), Watch(up=False)
+    validator, watch = Validator(), ModelWatch(up=False)
     request = _chat(ttc={"strategy": "best_of_n", "params": {"bad": 1}}, **extra)
     with pytest.raises(ServiceError) as caught:
         await _planner(watch, validator, max_tokens_cap=4096).plan(request, queue_depth=0)
@@ -192,7 +177,7 @@ async def test_request_only_checks_come_first(routes: list[tuple[Any, ...]], ext
 def test_a_default_max_tokens_is_capped_and_an_explicit_one_refused() -> None:
     """Legacy completions' default ``max_tokens`` (16) above the server's cap is lowered to the
     cap; the same number sent by the user is a 400 naming ``max_tokens``."""
-    planner = _planner(Watch(), Validator(), max_tokens_cap=4)
+    planner = _planner(ModelWatch(), Validator(), max_tokens_cap=4)
     _, max_tokens = planner.check(CompletionRequest(model="m", prompt="hi"))
     assert max_tokens == 4
     with pytest.raises(InvalidArgument) as caught:
@@ -210,7 +195,7 @@ def test_a_default_max_tokens_is_capped_and_an_explicit_one_refused() -> None:
     ids=["waits", "streams", "streams-no-reasoning"],
 )
 async def test_planning_decides_whether_the_worker_publishes_reasoning(extra: Any, quiet: bool) -> None:
-    plan = await _planner(Watch(), Validator(), Estimator()).plan(_chat(**extra), queue_depth=0)
+    plan = await _planner(ModelWatch(), Validator(), Estimator()).plan(_chat(**extra), queue_depth=0)
     assert plan.job.quiet is quiet
     assert plan.job.stream_answer is bool(extra.get("stream"))
 
