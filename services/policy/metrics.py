@@ -66,6 +66,12 @@ class PolicyMetrics:
             ["service", "engine", "model"],
             registry=r,
         )
+        self.peak_batch = Gauge(
+            "ttc_policy_peak_batch_requests",
+            "The most requests one decode step has advanced together since the engine started.",
+            ["service", "engine", "model"],
+            registry=r,
+        )
         self.time_to_first_token = Histogram(
             "ttc_policy_time_to_first_token_seconds",
             "Streaming: time until the first text delta.",
@@ -99,3 +105,4 @@ class PolicyMetrics:
         self.waiting.labels(*labels).set(stats.waiting_requests)
         self.prefix_queries.labels(*labels).set(stats.prefix_cache_queries)
         self.prefix_hits.labels(*labels).set(stats.prefix_cache_hits)
+        self.peak_batch.labels(*labels).set(stats.peak_batch_requests)

@@ -75,6 +75,7 @@ def stats_pb(stats: EngineStats, engine: Engine) -> policy_pb2.EngineStats:
         prefix_cache_queries=stats.prefix_cache_queries,
         prefix_cache_hits=stats.prefix_cache_hits,
         max_context=engine.max_context,
+        peak_batch_requests=stats.peak_batch_requests,
     )
 
 

@@ -147,6 +147,7 @@ class EngineStats:
     waiting_requests: int
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    peak_batch_requests: int = 0  # the most requests one decode step advanced together so far
 
 
 class Engine(ABC):

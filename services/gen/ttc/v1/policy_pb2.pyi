@@ -178,7 +178,7 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class EngineStats(_message.Message):
-    __slots__ = ("engine", "model", "kv_cache_utilization", "running_requests", "waiting_requests", "prefix_cache_queries", "prefix_cache_hits", "max_context")
+    __slots__ = ("engine", "model", "kv_cache_utilization", "running_requests", "waiting_requests", "prefix_cache_queries", "prefix_cache_hits", "max_context", "peak_batch_requests")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     KV_CACHE_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +187,7 @@ class EngineStats(_message.Message):
     PREFIX_CACHE_QUERIES_FIELD_NUMBER: _ClassVar[int]
     PREFIX_CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PEAK_BATCH_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     engine: str
     model: str
     kv_cache_utilization: float
@@ -195,7 +196,8 @@ class EngineStats(_message.Message):
     prefix_cache_queries: int
     prefix_cache_hits: int
     max_context: int
-    def __init__(self, engine: _Optional[str] = ..., model: _Optional[str] = ..., kv_cache_utilization: _Optional[float] = ..., running_requests: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., prefix_cache_queries: _Optional[int] = ..., prefix_cache_hits: _Optional[int] = ..., max_context: _Optional[int] = ...) -> None: ...
+    peak_batch_requests: int
+    def __init__(self, engine: _Optional[str] = ..., model: _Optional[str] = ..., kv_cache_utilization: _Optional[float] = ..., running_requests: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., prefix_cache_queries: _Optional[int] = ..., prefix_cache_hits: _Optional[int] = ..., max_context: _Optional[int] = ..., peak_batch_requests: _Optional[int] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

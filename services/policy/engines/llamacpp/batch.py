@@ -98,6 +98,7 @@ class BatchLoop:
         self.prefix_hits = 0
         self.aborted = 0
         self.batches = 0
+        self.peak_batch_requests = 0  # the most requests one decode step has advanced together
         # (running requests, KV cells they hold), replaced whole at the end of each turn so a
         # reader on another thread never sees a request gone while its cells are still counted
         self._occupancy: tuple[int, int] = (0, 0)
@@ -227,8 +228,12 @@ class BatchLoop:
             task.abort(self)
             self.aborted += 1
         entries: list[Entry] = []
+        advanced: set[int] = set()  # the tasks (by id) this step decodes tokens of
         for task in list(self.running):
+            before = len(entries)
             task.advance(self, entries)
+            if len(entries) > before:
+                advanced.add(id(task))
             if task.done:
                 self.running.remove(task)
         self._admit()
@@ -236,9 +241,13 @@ class BatchLoop:
         for task in self.running:
             if budget <= 0:
                 break
-            budget -= task.feed(self, entries, budget)
+            fed = task.feed(self, entries, budget)
+            budget -= fed
+            if fed:
+                advanced.add(id(task))
         if entries:
             self._decode(entries)
+            self.peak_batch_requests = max(self.peak_batch_requests, len(advanced))
         elif self.running:  # every request waits for cells another one holds: don't spin
             with self._cv:
                 self._cv.wait(0.001)

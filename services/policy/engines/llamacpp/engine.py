@@ -253,6 +253,7 @@ class LlamaCppEngine(Engine):
             waiting_requests=b.n_waiting,
             prefix_cache_queries=b.prefix_queries,
             prefix_cache_hits=b.prefix_hits,
+            peak_batch_requests=b.peak_batch_requests,
         )
 
     @property
