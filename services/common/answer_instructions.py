@@ -147,8 +147,9 @@ def read_instructions(question: str) -> Instructions:
         return Instructions()
     choices = next((words for pattern, words in _CHOICES if pattern.search(text)), None)
     shown = next((p.search(text) for p, _ in _CHOICES if p.search(text)), None)
-    if choices is not None and shown is not None and shown.group(0).isupper() and len(shown.group(0)) > 3:
-        choices = (choices[0].upper(), choices[1].upper())
+    words = [word for word in shown.groups() if word] if shown is not None else []
+    if choices is not None and words and all(word.isupper() for word in words) and len(words[0]) > 1:
+        choices = (choices[0].upper(), choices[1].upper())  # "Answer TRUE or FALSE", "YES/NO"
     pattern = _PATTERN.search(text)
     json_key = _JSON_KEY.search(text)
     return Instructions(

@@ -7,7 +7,7 @@ the form a * b * c", "e.g. 2 * 3 * 5"), or names ("comma-separated", "one number
 items with semicolons", "separated by" a times sign, "use" a times sign "between the factors"); ", " when it
 asks for none. A value already written with one separator ("3 * 3 * 29") takes the asked one; a
 printed set (``{3, 5, 7}``) keeps its braces unless a separator is asked. A question that asks for
-a set ("the set of remainders", "answer with the set") gets one: items listed another way
+a set ("the set of remainders", "answer with the set") or writes its own in braces gets one: items listed another way
 ("1, 4, 4, 1, 0") are written once each, numbers in order, in braces (:func:`as_set`).
 
 An example that shows a bracketed list keeps the brackets: that shape is followed as it is
@@ -47,8 +47,13 @@ _SEPARATED_BY = re.compile(
     r"slashes?|dashes?|hyphens?)\b",
     _F,
 )
-# A set as the noun the answer is: "the set of", "a set", "write the set", "in curly braces".
-_SET_ASKED = re.compile(r"\b(?:the|a|which|this|that)\s+set\b(?!\s+(?:to|up|aside)\b)|\b(?:curly\s+)?braces\b", _F)
+# A set as the noun the answer is: "the set of", "a set", "write the set", "in curly braces"; or
+# a question that writes its own sets in braces ("Which elements are in A = {2, 4, 6} but not in B?").
+_SET_ASKED = re.compile(
+    r"\b(?:the|a|which|this|that)\s+set\b(?!\s+(?:to|up|aside)\b)|\b(?:curly\s+)?braces\b|"
+    r"\{\s*[-+]?[\w.]+(?:\s*,\s*[-+]?[\w.]+)+\s*\}",
+    _F,
+)
 _SEPARATOR_NAMES = {"comma": ", ", "semicolon": "; ", "space": " ", "pipe": " | ", "slash": "/", "dash": "-"}
 _SEPARATOR_NAMES |= {"hyphen": "-", "newline": "\n", "new line": "\n", "line break": "\n"}
 # "use" a times sign "between the factors", "put a * between them": the sign, spaced.

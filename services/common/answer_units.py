@@ -2,10 +2,11 @@
 
 A question asks for a unit in words ("Give the answer in meters", "state the units" of "how many
 liters"), asks for a percentage ("What percentage of 80 is 20?", "By what percent did it
-fall?", "the percentage increase", "as a percentage"), or asks for a measure of figures it
+fall?", "the percentage increase", "as a percentage"), asks for a measure of figures it
 gives in one length unit ("A rectangle is 4 m by 6.5 m. What is its area?": square meters,
-``m²``). A program prints the number alone (``26.0``, ``25.0``); the reply writes the unit after
-it. A pattern is not a unit ("Answer in HH:MM"), and neither is a form ("answer in words").
+``m²``), or asks how far at speeds and lengths of one unit ("A car goes 60 km/h for 2.5
+hours. How far does it travel?": ``km``). A program prints the number alone (``26.0``,
+``25.0``); the reply writes the unit after it. A pattern is not a unit ("Answer in HH:MM"), and neither is a form ("answer in words").
 These instructions stay in what a program is asked: they change the number to compute.
 """
 
@@ -64,6 +65,15 @@ _LENGTH_WORDS = {
     "mile miles": "miles",
 }
 _LENGTH_NAMES = {word: name for words, name in _LENGTH_WORDS.items() for word in words.split()}
+# A distance asked for: "how far", "what distance", "the distance travelled".
+_DISTANCE = re.compile(r"\bhow\s+far\b|\bwhat\s+distance\b|\bdistance\s+(?:travel+ed|covered|driven|walked)\b", _F)
+_TIME_UNIT = r"(?:h|hrs?|hours?|s|secs?|seconds?|mins?|minutes?)\b"
+# A speed's length unit: "60 km/h", "3 m/s", "55 miles per hour"; "mph" and "kph" name theirs.
+_SPEED = re.compile(
+    rf"(?<![\w.])\d+(?:\.\d+)?\s*(?P<unit>[A-Za-z]+)\s*(?:/\s*|\s+per\s+|\s+an\s+|\s+a\s+){_TIME_UNIT}|"
+    r"\b(?P<mph>mph)\b|\b(?P<kph>kph|kmh)\b",
+    _F,
+)
 _MEASURED = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:\s*(?P<unit>[A-Za-z]+)\b)?")
 
 
@@ -94,6 +104,24 @@ def _measure_unit(question: str) -> str | None:
     return ("square " if power == 2 else "cubic ") + unit
 
 
+def _distance_unit(question: str) -> str | None:
+    """``km`` for "A car goes 60 km/h for 2.5 hours. How far does it travel?": the one length unit
+    of the speeds and lengths a question asking for a distance gives (``None`` for none or two)."""
+    if _DISTANCE.search(question) is None:
+        return None
+    units = set()
+    for speed in _SPEED.finditer(question):
+        unit = "miles" if speed.group("mph") else "km" if speed.group("kph") else speed.group("unit")
+        if unit not in _LENGTH_SYMBOLS and unit.lower() not in _LENGTH_NAMES:
+            return None
+        units.add(unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES[unit.lower()])
+    for length in _MEASURED.finditer(_SPEED.sub(" ", question)):
+        unit = length.group("unit") or ""
+        if unit in _LENGTH_SYMBOLS or unit.lower() in _LENGTH_NAMES:
+            units.add(unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES[unit.lower()])
+    return units.pop() if len(units) == 1 else None
+
+
 def asks_percentage(question: str) -> bool:
     """Whether ``question`` asks for its answer as a percentage."""
     return _PERCENT.search(question) is not None
@@ -112,4 +140,4 @@ def asked_unit(question: str) -> str | None:
         return named.group("unit")
     if asks_percentage(question):
         return "%"
-    return _measure_unit(question)
+    return _measure_unit(question) or _distance_unit(question)

@@ -229,8 +229,8 @@ def is_computable(text: str) -> bool:
 
 
 _YES_NO = re.compile(
-    r"^\s*(is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b|\bwhether\b|\byes or no\b|"
-    r"\btrue or false\b",
+    r"^\s*(is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b|\bwhether\b|"
+    r"\byes\s*(?:or|/)\s*no\b|\btrue\s*(?:or|/)\s*false\b",
     _F,
 )
 # What a question asks for when the answer is not a number: one of its options, a day, a time,

@@ -286,3 +286,27 @@ def test_a_set_asked_for_is_written_as_a_set(question: str, value: str, content:
 )  # fmt: skip
 def test_quotes_around_a_whole_value_are_the_models_not_the_values(value: str, content: str) -> None:
     assert render(value, parse_form("Which word is it? One word answer.")) == content
+
+
+@pytest.mark.parametrize(
+    ("question", "value", "content"),
+    [
+        ("Which elements are in A = {2, 4, 6, 8} but not in B = {4, 8, 12}?", "2, 6", "The answer is {2, 6}."),
+        ("What is the intersection of {1, 2, 3, 4, 5} and {4, 5, 6, 7}?", "[4, 5]", "The answer is {4, 5}."),
+        ("How many elements does {1, 2, 3} have?", "3", "The answer is 3."),
+        ("Is it true that 3^4 < 4^3? Answer TRUE or FALSE.", "False", "FALSE"),
+        ("Is 7 prime? Answer Yes or No.", "True", "Yes"),
+        ("A car goes 60 km/h for 2.5 hours. How far does it travel?", "150", "The answer is 150 km."),
+        ("A train runs at 55 miles per hour for 3 hours. How far does it go?", "165", "The answer is 165 miles."),
+        ("How far apart are 3 and 7 on the number line?", "4", "The answer is 4."),
+        ("A car goes 60 km/h for 2 hours, then 30 mi. How far did it go?", "150", "The answer is 150."),
+    ],
+)
+def test_forms_the_question_shows_without_asking(question: str, value: str, content: str) -> None:
+    """Sets written in braces, choices written in capitals, a distance at a speed in one unit."""
+    assert render(value, parse_form(question)) == content
+
+
+def test_a_true_slash_false_statement_is_answered_true_or_false_in_the_asked_template() -> None:
+    question = (Message("user", "True/false: 144 is divisible by both 8 and 9. Put your answer in \\boxed{}."),)
+    assert present(Choice("\\boxed{true}", "n1"), question, Shape(), streamed=False).content == "\\boxed{True}"
