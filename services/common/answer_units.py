@@ -7,7 +7,8 @@ gives in one length unit ("A rectangle is 4 m by 6.5 m. What is its area?": squa
 ``m²``), or asks how far at speeds and lengths of one unit ("A car goes 60 km/h for 2.5
 hours. How far does it travel?": ``km``). A program prints the number alone (``26.0``,
 ``25.0``); the reply writes the unit after it. A pattern is not a unit ("Answer in HH:MM"), and
-neither is a form ("answer in words"). These instructions stay in what a program is asked: they change the number to compute.
+neither is a form ("answer in words"). These instructions stay in what a program is asked: they
+change the number to compute.
 """
 
 from __future__ import annotations
