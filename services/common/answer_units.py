@@ -78,15 +78,21 @@ _SPEED = re.compile(
 _MEASURED = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:\s*(?P<unit>[A-Za-z]+)\b)?")
 
 
+def _length_name(unit: str) -> str | None:
+    """``unit`` as a length unit is written back: a symbol as it is ("km"), a word by its plural
+    name ("mile" -> "miles"); ``None`` for anything that is not a length unit."""
+    return unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES.get(unit.lower())
+
+
 def _length_unit(question: str) -> str | None:
     """The one length unit every number of ``question`` is given in, ``None`` when there is none
     (a number without a unit, or two units)."""
     units = set()
     for match in _MEASURED.finditer(question):
-        unit = match.group("unit") or ""
-        if unit not in _LENGTH_SYMBOLS and unit.lower() not in _LENGTH_NAMES:
+        name = _length_name(match.group("unit") or "")
+        if name is None:
             return None
-        units.add(unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES[unit.lower()])
+        units.add(name)
     return units.pop() if len(units) == 1 else None
 
 
@@ -112,14 +118,12 @@ def _distance_unit(question: str) -> str | None:
         return None
     units = set()
     for speed in _SPEED.finditer(question):
-        unit = "miles" if speed.group("mph") else "km" if speed.group("kph") else speed.group("unit")
-        if unit not in _LENGTH_SYMBOLS and unit.lower() not in _LENGTH_NAMES:
+        name = _length_name("miles" if speed.group("mph") else "km" if speed.group("kph") else speed.group("unit"))
+        if name is None:
             return None
-        units.add(unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES[unit.lower()])
-    for length in _MEASURED.finditer(_SPEED.sub(" ", question)):
-        unit = length.group("unit") or ""
-        if unit in _LENGTH_SYMBOLS or unit.lower() in _LENGTH_NAMES:
-            units.add(unit if unit in _LENGTH_SYMBOLS else _LENGTH_NAMES[unit.lower()])
+        units.add(name)
+    lengths = (_length_name(length.group("unit") or "") for length in _MEASURED.finditer(_SPEED.sub(" ", question)))
+    units.update(name for name in lengths if name is not None)
     return units.pop() if len(units) == 1 else None
 
 
