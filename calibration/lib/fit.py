@@ -23,9 +23,9 @@ from evaluation.pools.store import ProblemPool, iter_chunks, read_pools
 from evaluation.pricing.live_configs import LIVE_CONFIGS, live_estimates, pin_route
 from evaluation.pricing.live_records import GatewayPin, LiveRecord
 from evaluation.pricing.pricer import Config, Pricer, stop_rule
-from evaluation.pricing.table import default_configs, fit_latency, judges_in
+from evaluation.pricing.table import ESCALATING_ORDERS, adaptive_configs, default_configs, fit_latency, judges_in
 from evaluation.routing.embeddings import feature_rows
-from evaluation.routing.escalation_join import DEFAULT_PAIRS, escalation_set, merged, pairs_of
+from evaluation.routing.escalation_join import DEFAULT_PAIRS, adaptive_set, escalation_set, merged, pairs_of
 from evaluation.routing.fit_provenance import pools_provenance, source_line
 from evaluation.routing.live_join import LiveSet
 from evaluation.routing.route_fit import Fit, FitSettings, fit
@@ -52,8 +52,9 @@ def fit_pools(
     and ``development`` scores (so the two can never disagree on what was fitted). ``live_dir``: the
     live records of sequential and tree strategies (default ``docs/data/calibration/live/<model>``
     when it exists), competing in the fit (:mod:`evaluation.routing.live_join`). ``large_pools_dir``: a
-    larger model's pools; every servable cascade onto it competes the same way, measured where
-    both models have calibration pools (:mod:`evaluation.routing.escalation_join`). ``leave_out``:
+    larger model's pools; every servable cascade onto it, and every adaptive order with an
+    ``escalate`` step, competes the same way, measured where both models have calibration pools
+    (:mod:`evaluation.routing.escalation_join`). ``leave_out``:
     families whose calibration pools the fit does not see (leave-one-family-out judges routing on
     a family it was not fitted on; the estimator and budgets are refitted without them too)."""
     pools = [p for p in read_pools(pools_dir, "calibration") if p.family not in leave_out]
@@ -82,7 +83,10 @@ def fit_pools(
         large_label = relative_to_root(large_pools_dir)
         escalation = escalation_set(pools, large_pools, pricer, large_pricer, pairs_of(DEFAULT_PAIRS, configs),
                                     f"priced from both models' pools, {large_label}")  # fmt: skip
-        live = merged(live, escalation)
+        configs += adaptive_configs(ESCALATING_ORDERS)  # the adaptive vote's escalate step, priced on both pools
+        adaptive = adaptive_set(pools, large_pools, pricer, large_pricer, configs,
+                                f"adaptive replay on both models' pools, {large_label}")  # fmt: skip
+        live = merged(live, escalation, adaptive)
         provenance["escalation"] = pools_provenance(large_label, list(iter_chunks(large_pools_dir, "calibration")),
                                                     large_pools)  # fmt: skip
     result = fit(pools, pricer, configs, features=features, settings=FitSettings(seed=seed), provenance=provenance,

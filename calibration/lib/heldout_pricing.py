@@ -19,7 +19,7 @@ from evaluation.heldout.lofo import with_candidates
 from evaluation.pools.store import ProblemPool, task_type_of
 from evaluation.pricing.pricer import Pricer, stop_rule
 from evaluation.pricing.table import fit_latency, price_all
-from evaluation.routing.escalation_join import cascade_estimates, pair_of_label
+from evaluation.routing.escalation_join import adaptive_estimates, cascade_estimates, pair_of_label
 from evaluation.routing.live_join import LiveSet, add_measured
 from evaluation.routing.route_fit import problem_stats
 from evaluation.routing.types import BUDGET_MULTIPLES, PREFILL_WEIGHT
@@ -52,14 +52,16 @@ def priced(
 
 def add_cascades(outcomes: Outcomes, pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool],
                  pricer: Pricer, fitted: FittedPools, *, confidence: float, limit: int, seed: int) -> None:  # fmt: skip
-    """Every cascade the fit could route to, priced on the problems drawn for both models, into
-    ``outcomes`` (in place); nothing when the fit had no cascades or the large model no pools of
-    the split."""
+    """Every cascade and escalating adaptive vote the fit could route to, priced on the problems
+    drawn for both models, into ``outcomes`` (in place); nothing when the fit had none or the
+    large model no pools of the split."""
     if not large_pools or fitted.live is None:
         return
     large = Pricer(fit_latency(large_pools), stop_rule(confidence), limit=limit, seed=seed)
     pairs = [p for label in fitted.live.routes if (p := pair_of_label(label, fitted.configs)) is not None]
     estimates = cascade_estimates(pools, large_pools, pricer, large, pairs)
+    escalating = [c for c in fitted.configs if c.escalates and c.name in fitted.live.routes]
+    estimates |= adaptive_estimates(pools, large_pools, pricer, large, escalating)
     add_measured(list(outcomes.stats.values()), LiveSet(estimates, {}), outcomes.latency, PREFILL_WEIGHT)
 
 

@@ -250,6 +250,8 @@ def per_problem(
                 efforts[effort] |= {"accuracy": c.accuracy, "generated_tokens": c.generated_tokens,
                                     "prompt_tokens": c.prompt_tokens, "cost": c.tokens,
                                     "latency_s": outcomes.latency.get((p.id, str(label)))}  # fmt: skip
+                if c.candidates is not None:  # drawn, as replayed; else with_candidates gives the cap
+                    efforts[effort]["candidates"] = c.candidates
         rows.append({"id": p.id, "family": p.family, "kind": p.kind, "task_type": task_of.get(p.id),
                      "pass1": outcomes.stats[p.id].pass1, "efforts": efforts})  # fmt: skip
     return rows

@@ -1,16 +1,17 @@
 """Leave one family out: the routed ladder summarized per effort on families the fit never saw (pure).
 
 A routing table fitted on every calibration family but one is routed on the left-out family's
-problems; each problem's row says, per effort, the configuration its route runs, whether the
-pools price it there, its priced accuracy and generated tokens and how many candidates the route
-asks for (the rows of :func:`evaluation.heldout.ladder.per_problem`, with ``candidates`` added by
-:func:`with_candidates`). This module turns such rows into one line per effort: accuracy with its
-95% interval over problems (:func:`evaluation.stats.intervals.bootstrap_interval`), candidates
-and generated tokens as mean and standard deviation, and the problems whose route the pools
-cannot price (a tree strategy measured only live, a text configuration on a code problem),
-counted and left out of the means, never scored as wrong. The same summary reads the committed
-development report's rows, so a left-out family's figure stands beside its in-family one on the
-very same problems (:func:`paired_difference`).
+problems; each problem's row says, per effort, the configuration its route runs, whether the pools
+price it there, its priced accuracy and generated tokens and its candidates: the mean drawn where
+the pricing replays a route that stops on its own candidates (the adaptive vote), else how many the
+route asks for (the rows of :func:`evaluation.heldout.ladder.per_problem`, with ``candidates``
+completed by :func:`with_candidates`). This module turns such rows into one line per effort:
+accuracy with its 95% interval over problems
+(:func:`evaluation.stats.intervals.bootstrap_interval`), candidates and generated tokens as mean and
+standard deviation, and the problems whose route the pools cannot price (a tree strategy measured
+only live, a text configuration on a code problem), counted and left out of the means, never scored
+as wrong. The same summary reads the committed development report's rows, so a left-out family's
+figure stands beside its in-family one on the very same problems (:func:`paired_difference`).
 """
 
 from __future__ import annotations
@@ -69,12 +70,14 @@ def candidates_of(route: Mapping[str, Any]) -> int:
 
 
 def with_candidates(rows: Sequence[Row], routes: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """``rows`` with each effort's ``candidates`` from ``routes`` (effort -> problem id -> route)."""
+    """``rows`` with each effort's ``candidates``: the mean drawn where the pricing replayed it
+    (an adaptive route stops early on its own candidates), else what the route in ``routes``
+    (effort -> problem id -> route) asks for."""
     out = []
     for row in rows:
         efforts = {
             effort: dict(entry) | {"candidates": candidates_of(routes[effort][row["id"]])}
-            if row["id"] in routes.get(effort, {}) else dict(entry)
+            if row["id"] in routes.get(effort, {}) and "candidates" not in entry else dict(entry)
             for effort, entry in row["efforts"].items()
         }  # fmt: skip
         out.append(dict(row) | {"efforts": efforts})

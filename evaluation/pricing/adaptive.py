@@ -11,6 +11,11 @@ same two functions on the pool's recorded candidates in the order the strategy w
 - the answer is the weighted vote over every ballot drawn, ties to the earliest (the strategy's
   ``ProgramOfThought.decide``); where no ballot has a key, the first chain of thought answers.
 
+- an ``escalate`` step draws the next sampled candidates of the starting modality from the larger
+  model's pool of the same problem (``large``), weighted as the small model's are, as the served
+  step draws them on the escalation deployment; without ``large`` the step is skipped, as it is
+  where no larger deployment is served.
+
 A pool holds a greedy and ``k`` sampled candidates per modality. Where a step wants more than the
 pool has left, it draws what is left (the replay of a cap above the pool's size is a lower bound
 on what the served route spends); :attr:`Replayed.exhausted` says so.
@@ -18,7 +23,7 @@ on what the served route spends); :attr:`Replayed.exhausted` says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evaluation.pools.store import PoolCandidate
@@ -39,10 +44,12 @@ class AdaptiveSpec:
 
 @dataclass(frozen=True)
 class Step:
-    """One engine call of the replay: its modality and the candidates it drew."""
+    """One engine call of the replay: its modality, the candidates it drew, and whether it ran on
+    the larger model."""
 
     modality: policy.Modality
     drawn: tuple[PoolCandidate, ...]
+    escalated: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,21 +94,25 @@ def replay(
     spec: AdaptiveSpec,
     programs: tuple[PoolCandidate | None, Sequence[PoolCandidate]],
     thoughts: tuple[PoolCandidate | None, Sequence[PoolCandidate]],
+    large: Mapping[policy.Modality, Sequence[PoolCandidate]] | None = None,
 ) -> Replayed:
     """The adaptive vote on one ordering of a pool: ``programs`` and ``thoughts`` are each a
-    (greedy, sampled in draw order) pair."""
+    (greedy, sampled in draw order) pair; ``large``: the larger model's sampled candidates of the
+    same problem per modality, in draw order, where the route may escalate to it."""
     sources = {"program": _Source(*programs), "thought": _Source(*thoughts)}
+    escalation = {m: _Source(None, c) for m, c in (large or {}).items()}
     weights = {"program": 1.0, "thought": spec.thought_weight}
     ballots: list[tuple[PoolCandidate, policy.Ballot]] = []
     steps: list[Step] = []
     exhausted = False
 
-    def draw(modality: policy.Modality, size: int, *, first: bool) -> None:
+    def draw(modality: policy.Modality, size: int, *, first: bool, escalate: bool = False) -> None:
         nonlocal exhausted
-        drawn = sources[modality].take(size, first=first)
+        source = escalation.get(modality, _Source(None, ())) if escalate else sources[modality]
+        drawn = source.take(size, first=first)
         exhausted = exhausted or len(drawn) < size
         if drawn:
-            steps.append(Step(modality, tuple(drawn)))
+            steps.append(Step(modality, tuple(drawn), escalate))
         ballots.extend((c, policy.Ballot(c.key, weights[modality], modality)) for c in drawn)
 
     draw(spec.start, spec.first_wave, first=True)
@@ -109,13 +120,13 @@ def replay(
     first_wave_settled = bool(reason)
     index = 0
     while not reason:
-        step = policy.next_step(index, len(ballots), spec.n, spec.steps, spec.start, can_escalate=False)
+        step = policy.next_step(index, len(ballots), spec.n, spec.steps, spec.start, can_escalate=large is not None)
         if step is None:
             reason = "cap"
             break
         index += 1
         before = len(ballots)
-        draw(step.modality, step.size, first=False)
+        draw(step.modality, step.size, first=False, escalate=step.escalate)
         if len(ballots) == before:  # this modality's pool is spent: the served route would draw on
             reason = "pool"
             break

@@ -32,6 +32,9 @@ Configurations (``Config.family``), mirroring the strategies:
 - ``code_exec``: ``code_execution``, the greedy completion then ``n - 1`` sampled ones, chosen
   by their behaviour on the model's own test inputs (:mod:`~.code_exec`); priced only where the
   pool recorded that behaviour (``python -m calibration behaviour``).
+- ``adaptive``: the adaptive vote, replayed draw by draw on random orderings of the sampled
+  candidates (:mod:`~.adaptive`); one whose order has an ``escalate`` step needs the larger
+  model's pool of the same problem too, so it is priced by :meth:`Pricer.escalating` alone.
 
 The early-stopping rule is passed in (``StopRule``): the orchestrator's own
 ``should_stop`` in production (:func:`stop_rule`), so the replay stops where the strategy would.
@@ -51,7 +54,7 @@ from evaluation.pricing.adaptive import AdaptiveSpec, replay
 from evaluation.pricing.code_exec import replay as code_replay
 from evaluation.pricing.code_exec import source_lengths
 from services.common.confidence import ConfidenceSignals
-from services.search.strategies.adaptive_policy import parse_order
+from services.search.strategies.adaptive_policy import Modality, parse_order
 from services.search.strategies.stopping import should_stop
 
 StopRule = Callable[[Mapping[str, float], float], bool]  # (votes per key, weight still to come) -> stop
@@ -88,6 +91,11 @@ class Config:
     steps: str = ""
     confidence: float = 0.0
 
+    @property
+    def escalates(self) -> bool:
+        """Whether an adaptive configuration's order draws on the larger deployment."""
+        return self.family == "adaptive" and "escalate" in parse_order(self.steps)
+
     def draws_needed(self) -> tuple[str, ...]:
         if self.family.startswith("code"):
             return ("code",)
@@ -102,7 +110,8 @@ class Config:
         if self.family == "pot":
             return self.n - 1 <= sampled["program"] and self.cot <= sampled["cot"]
         if self.family == "adaptive":  # a cap above the pool's size replays what the pool holds
-            return pool.draws["program"].greedy is not None and pool.draws["cot"].greedy is not None
+            alone = not self.escalates  # an escalating order needs the larger model's pool: Pricer.escalating
+            return alone and pool.draws["program"].greedy is not None and pool.draws["cot"].greedy is not None
         if self.family == "code_exec":  # the greedy completion, then n - 1 sampled, run on recorded tests
             code = pool.draws["code"]
             return code.tests is not None and code.greedy is not None and self.n - 1 <= sampled["code"]
@@ -139,6 +148,7 @@ class Outcome:
     latency_s: float
     agreement: float
     signals: ConfidenceSignals | None = None
+    candidates: int | None = None  # drawn, where a replay stops early on its own candidates (adaptive)
 
 
 @dataclass(frozen=True)
@@ -150,15 +160,18 @@ class Estimate:
     prompt: float
     latency_s: float
     escalated: float = 0.0
+    candidates: float | None = None  # mean drawn, where the runs know it (else the route's cap says)
 
 
 def mean_estimate(outcomes: Sequence[Outcome]) -> Estimate:
     m = len(outcomes)
+    drawn = [o.candidates for o in outcomes if o.candidates is not None]
     return Estimate(
         accuracy=sum(o.correct for o in outcomes) / m,
         generated=sum(o.generated for o in outcomes) / m,
         prompt=sum(o.prompt for o in outcomes) / m,
         latency_s=sum(o.latency_s for o in outcomes) / m,
+        candidates=sum(drawn) / m if len(drawn) == m else None,
     )
 
 
@@ -388,27 +401,54 @@ class Pricer:
             run = code_replay(draw, [*head, *(draw.sampled[i] for i in idx)], lengths, self.latency.call)
             yield Outcome(run.correct, run.generated, run.prompt, run.latency_s, run.agreement, run.signals)
 
-    def _adaptive(self, pool: ProblemPool, config: Config, rng: random.Random) -> Iterator[Outcome]:
+    def escalating(self, pool: ProblemPool, config: Config, large_pool: ProblemPool, large: Pricer) -> Estimate | None:
+        """An adaptive configuration whose order escalates, priced on this model's ``pool`` and the
+        larger model's ``large_pool`` of the same problem (``large``: that model's pricer, for its
+        latency); ``None`` where either pool lacks a modality the replay draws."""
+        modalities = ("program", "cot")
+        if not config.escalates or any(pool.draws.get(d) is None or pool.draws[d].greedy is None for d in modalities):
+            return None
+        if any(d not in large_pool.draws for d in modalities):
+            return None
+        rng = random.Random(f"{self.seed}:{pool.id}:{config.name}")
+        return mean_estimate(list(self._adaptive(pool, config, rng, (large_pool, large.latency))))
+
+    def _adaptive(self, pool: ProblemPool, config: Config, rng: random.Random,
+                  large: tuple[ProblemPool, LatencyModel] | None = None) -> Iterator[Outcome]:  # fmt: skip
         """The adaptive vote replayed on ``ADAPTIVE_ORDERINGS`` random orderings of the sampled
         candidates (the greedy ones first, as drawn), each step one engine call
-        (:func:`~.adaptive.replay`)."""
+        (:func:`~.adaptive.replay`); ``large``: the larger model's pool of the problem and its
+        latency model, for an order that escalates (its first call there prefills the whole prompt)."""
         programs, cots = pool.draws["program"], pool.draws["cot"]
         spec = AdaptiveSpec(config.n, "thought" if config.start == "thought" else "program", config.first_wave,
                             parse_order(config.steps), config.confidence, config.cot_weight)  # fmt: skip
         calls = {"program": programs.calls, "thought": cots.calls}
+        large_draws: dict[Modality, Draw] = (
+            {"program": large[0].draws["program"], "thought": large[0].draws["cot"]} if large else {}
+        )
         for _ in range(ADAPTIVE_ORDERINGS):
+            escalation: dict[Modality, Sequence[PoolCandidate]] | None = (
+                {m: rng.sample(d.sampled, len(d.sampled)) for m, d in large_draws.items()} if large else None
+            )
             run = replay(spec, (programs.greedy, rng.sample(programs.sampled, len(programs.sampled))),
-                         (cots.greedy, rng.sample(cots.sampled, len(cots.sampled))))  # fmt: skip
-            prompt, latency = 0, 0.0
+                         (cots.greedy, rng.sample(cots.sampled, len(cots.sampled))), escalation)  # fmt: skip
+            prompt, latency, seen_large = 0, 0.0, False
             for i, step in enumerate(run.steps):
-                call = calls[step.modality][0 if i == 0 else -1]
-                uncached = call.prompt_tokens if i == 0 else _uncached(call)
-                latency += self.latency.call(len(step.drawn), uncached, max(c.completion_tokens for c in step.drawn))
+                if step.escalated and large is not None:
+                    call = large_draws[step.modality].calls[-1]
+                    uncached = _uncached(call) if seen_large else call.prompt_tokens
+                    model, seen_large = large[1], True
+                else:
+                    call = calls[step.modality][0 if i == 0 else -1]
+                    uncached = call.prompt_tokens if i == 0 else _uncached(call)
+                    model = self.latency
+                latency += model.call(len(step.drawn), uncached, max(c.completion_tokens for c in step.drawn))
                 latency += max((c.sandbox_s for c in step.drawn), default=0.0)
                 prompt += call.prompt_tokens
             ballots = [_ballot(c, 1.0 if s.modality == "program" else config.cot_weight)
                        for s in run.steps for c in s.drawn]  # fmt: skip
-            yield Outcome(run.correct, run.generated, prompt, latency, agreement(ballots, winner(ballots)))
+            yield Outcome(run.correct, run.generated, prompt, latency, agreement(ballots, winner(ballots)),
+                          candidates=run.candidates)  # fmt: skip
 
     def pot_run(self, programs: Draw, cots: Draw, order: list[PoolCandidate], thoughts: list[PoolCandidate],
                  config: Config) -> Outcome:  # fmt: skip

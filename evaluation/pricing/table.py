@@ -82,8 +82,13 @@ ADAPTIVE_STARTS = ("program", "thought")
 ADAPTIVE_WEIGHTS = (0.5, 1.0)
 
 
-def adaptive_configs() -> list[Config]:
-    """Every adaptive configuration of the grid, labelled ``adaptive@<cap>:<start>:<steps>:w<weight>:c<confidence>``."""
+ESCALATING_ORDERS = ("other,escalate", "escalate,more", "more,escalate")
+
+
+def adaptive_configs(orders: Sequence[str] = ADAPTIVE_ORDERS) -> list[Config]:
+    """Every adaptive configuration of the grid with one of ``orders`` (default: those one model
+    serves; :data:`ESCALATING_ORDERS` where a larger deployment is served beside), labelled
+    ``adaptive@<cap>:<start>:<steps>:w<weight>:c<confidence>``."""
     return [
         Config(
             f"adaptive@{cap}:{start}:{steps}:w{weight:g}:c{c:g}",
@@ -97,7 +102,7 @@ def adaptive_configs() -> list[Config]:
         )
         for cap in ADAPTIVE_CAPS
         for start in ADAPTIVE_STARTS
-        for steps in ADAPTIVE_ORDERS
+        for steps in orders
         for weight in ADAPTIVE_WEIGHTS
         for c in ADAPTIVE_CONFIDENCES
     ]

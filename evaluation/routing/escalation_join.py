@@ -11,6 +11,12 @@ routed as the served ``cascade`` route (:func:`evaluation.heldout.escalation.ser
 problems the same pricing gives a routed cascade its outcome where both pools exist; elsewhere
 it is unpriced, never wrong.
 
+The adaptive vote's ``escalate`` step (:mod:`services.search.strategies.adaptive`) is priced the
+same way: an adaptive configuration whose order escalates is replayed on the small model's pool
+with the larger model's sampled candidates of the same problem as the escalated draws
+(:meth:`evaluation.pricing.pricer.Pricer.escalating`), measured where both pools exist and imputed
+elsewhere, and routed as the served ``adaptive`` route with that order (:func:`adaptive_set`).
+
 A table fitted with cascades routes requests to the escalation deployment, so it is served only
 by a stack that has one (``TTC_ORCHESTRATOR_ESCALATION_MODEL``): it is a table of its own, never
 the small model's default.
@@ -127,6 +133,37 @@ def escalation_set(
     if not estimates:
         return None
     return LiveSet(estimates, {label: routes[label] for label in estimates}, min_live, source)
+
+
+def adaptive_estimates(
+    small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool], small: Pricer, large: Pricer,
+    configs: Sequence[Config],
+) -> dict[str, dict[str, Estimate]]:  # fmt: skip
+    """Label -> problem id -> the escalating adaptive configuration's priced outcome, on the
+    problems drawn for both models."""
+    large_by_id = {p.id: p for p in large_pools}
+    both = [(p, large_by_id[p.id]) for p in small_pools if p.id in large_by_id]
+    out: dict[str, dict[str, Estimate]] = {}
+    for config in configs:
+        per = {s.id: e for s, la in both if (e := small.escalating(s, config, la, large)) is not None}
+        if per:
+            out[config.name] = per
+    return out
+
+
+def adaptive_set(
+    small_pools: Sequence[ProblemPool], large_pools: Sequence[ProblemPool], small: Pricer, large: Pricer,
+    configs: Sequence[Config], source: str, min_live: int = MIN_LIVE,
+) -> LiveSet | None:  # fmt: skip
+    """The escalating adaptive configurations of ``configs``, priced where both models have
+    pools, as the route fit takes them (``None``: none priced)."""
+    escalating = [c for c in configs if c.escalates]
+    estimates = adaptive_estimates(small_pools, large_pools, small, large, escalating)
+    if not estimates:
+        return None
+    by_name = {c.name: c for c in escalating}
+    routes = {label: route_of(by_name[label], small_pools) for label in estimates}
+    return LiveSet(estimates, routes, min_live, source)
 
 
 def merged(*sets: LiveSet | None) -> LiveSet | None:

@@ -59,7 +59,7 @@ def add_measured(
             e = per.get(st.problem_id)
             if e is not None:
                 tokens = e.generated + prefill_weight * e.prompt
-                st.configs[name] = ConfigStats(e.accuracy, tokens, 1, e.prompt, e.generated)
+                st.configs[name] = ConfigStats(e.accuracy, tokens, 1, e.prompt, e.generated, e.candidates)
                 latency[(st.problem_id, name)] = e.latency_s
 
 

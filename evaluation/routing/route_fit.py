@@ -116,6 +116,7 @@ def problem_stats(
                 requests=1,
                 prompt_tokens=estimate.prompt,
                 generated_tokens=estimate.generated,
+                candidates=estimate.candidates,
             )
         out.append(stats)
     return out
@@ -373,13 +374,19 @@ def _adapt(
 def _without_cascades(
     fixed: Mapping[str, Mapping[str, Mapping[str, Any]]], adaptive: Mapping[str, dict[str, dict[str, Any]]]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """The adaptive routes of the efforts whose fixed routes do not escalate: where a cascade onto
-    the larger model won the fit, it stays (the adaptive replay prices the small model's pools alone)."""
+    """The adaptive routes to adopt: every effort's where the fitted adaptive order escalates
+    itself (the replay priced the larger model's draws), else those of the efforts whose fixed
+    routes do not escalate (a cascade onto the larger model that won the fit stays)."""
     return {
         effort: routes
         for effort, routes in adaptive.items()
-        if not any(r.get("strategy") == "cascade" for r in fixed.get(effort, {}).values())
+        if _escalates(routes) or not any(r.get("strategy") == "cascade" for r in fixed.get(effort, {}).values())
     }
+
+
+def _escalates(routes: Mapping[str, Mapping[str, Any]]) -> bool:
+    steps = (str((r.get("params") or {}).get("steps", "")) for r in routes.values())
+    return any("escalate" in s.split(",") for s in steps)
 
 
 def _outcome(st: ProblemStats, label: str) -> dict[str, float]:

@@ -32,6 +32,7 @@ class ConfigStats:
     requests: int
     prompt_tokens: float = 0.0  # mean prefill tokens per request (policy, judges, probe)
     generated_tokens: float = 0.0  # mean decoded tokens per request
+    candidates: float | None = None  # mean candidates drawn, where the pricing knows it (adaptive replays)
 
 
 @dataclass

@@ -39,6 +39,13 @@ def test_with_candidates_adds_each_efforts_route_and_leaves_the_rows_alone() -> 
     assert "candidates" not in rows[0]["efforts"]["none"]
 
 
+def test_with_candidates_keeps_what_the_pricing_replayed_over_the_routes_cap() -> None:
+    replayed = {"config": "adaptive@8:program:other,more:w0.5:c0.9", "priced": True, "candidates": 2.5}
+    rows = [row("p1", high=replayed)]
+    out = with_candidates(rows, {"high": {"p1": {"strategy": "adaptive", "n": 8, "params": {}}}})
+    assert out[0]["efforts"]["high"]["candidates"] == 2.5  # drawn before it settled, not the cap of 8
+
+
 def test_unpriced_routes_are_counted_not_scored_and_their_candidates_still_count() -> None:
     rows = [row("p1", high=priced("pot@1", 1.0, 10.0)), row("p2", high=priced("pot@1", 0.5, 30.0)),
             row("p3", high=unpriced("beam@4", 4))]  # fmt: skip

@@ -50,3 +50,15 @@ def test_a_larger_cap_and_confidence_never_stop_earlier() -> None:
     drawn = [replay(AdaptiveSpec(cap, confidence=c), programs, thoughts).candidates
              for cap, c in [(4, 0.8), (8, 0.9), (16, 0.95)]]  # fmt: skip
     assert drawn == sorted(drawn)
+
+
+def test_an_escalate_step_draws_the_larger_models_sampled_candidates_and_none_without_it() -> None:
+    programs = sources(("7", False), [(str(k), False) for k in range(10, 18)])  # every wrong program differs
+    thoughts = sources(("6", False), [("6", False)] * 8, "cot")
+    large = sources(("", False), [("9", True)] * 8)[1]
+    spec = AdaptiveSpec(8, steps=("escalate", "more"), confidence=0.9)
+    r = replay(spec, programs, thoughts, {"program": large, "thought": []})
+    assert [(s.modality, len(s.drawn), s.escalated) for s in r.steps][:2] == [("program", 2, False), ("program", 2, True)]
+    assert r.correct  # the larger model's agreeing programs outvote the split small ones
+    alone = replay(spec, programs, thoughts)
+    assert not any(s.escalated for s in alone.steps) and not alone.correct

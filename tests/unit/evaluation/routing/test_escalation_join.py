@@ -106,3 +106,24 @@ def test_a_label_names_its_cascade_back() -> None:
     assert pair_of_label("pot@1", configs()) is None
     assert pair_of_label("cascade:pot@1->pot@99@0.5", configs()) is None
     assert pair_of_label("cascade:pot@1->pot@3@high", configs()) is None
+
+
+def test_an_escalating_adaptive_vote_is_priced_only_with_both_pools_and_wins_where_the_large_model_pays() -> None:
+    from evaluation.pricing.table import ESCALATING_ORDERS, adaptive_configs
+    from evaluation.routing.escalation_join import adaptive_set
+
+    small = [_abstaining(f"p{i}") for i in range(6)]
+    large = [text_pool(f"p{i}", program_greedy=True, programs=(True,) * 4, program_tokens=400) for i in range(4)]
+    escalating = adaptive_configs(ESCALATING_ORDERS)
+    assert all(c.escalates and not c.applies(small[0]) for c in escalating)  # one model's pool cannot price it
+    assert FREE.escalating(small[0], escalating[0], text_pool("p0", cot=()), FREE) is not None
+    assert FREE.escalating(small[0], adaptive_configs()[0], large[0], FREE) is None  # no escalate step
+    live = adaptive_set(small, large, FREE, FREE, escalating, "both pools")
+    assert live is not None and all(set(per) == {"p0", "p1", "p2", "p3"} for per in live.estimates.values())
+    assert all(r["strategy"] == "adaptive" and "escalate" in r["params"]["steps"] for r in live.routes.values())
+    table = fit(small, FREE, configs() + adaptive_configs() + escalating, live=live).table
+    routes = table["task_routes"]["arithmetic"]
+    for effort in ("medium", "high", "xhigh"):
+        route = routes[effort]["*"]
+        assert route["strategy"] == "adaptive" and "escalate" in route["params"]["steps"].split(","), effort
+        assert route["expected"]["accuracy"] > 0.5
