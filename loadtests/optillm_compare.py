@@ -1,9 +1,13 @@
-"""OptiLLM side by side with our efforts, on the same engine and development problems.
+"""OptiLLM side by side with our efforts, on the same engine and problems.
 
-Both columns of the table answer the same problems of the development split
+Both columns of the table answer the same problems, checked by the same checkers, through the
+official ``openai`` SDK. ``--split development`` (the default): problems of the development split
 (``evaluation/problems/problemset.py``; looked at while the ladder was built, so these are
-development figures, not held-out ones), checked by the same checkers (``answer_correct`` on the extracted answer;
-HumanEval by its hidden tests in the sandbox), through the official ``openai`` SDK:
+development figures, not held-out ones), checked by ``answer_correct`` on the extracted answer and
+HumanEval by its hidden tests in the sandbox. ``--split sealed``: the sealed test split
+(``docs/data/sealed/sealed_split.json``, families round-robin, so any prefix covers them all; the
+question as the only user message), graded by reasoning-gym's own checker
+(:mod:`evaluation.heldout.sealed_grade`), records under ``docs/data/optillm/<label>`` as always:
 
 - ``ttc:<effort>``: our gateway with ``reasoning_effort=<effort>``, routed as a user's request is;
 - ``optillm:<approach>``: the OptiLLM proxy (its own venv, ``loadtests/optillm/processes.py``)
@@ -21,6 +25,8 @@ configuration has answered) goes to ``<out>/optillm-<UTC>.json`` via ``write_raw
 
     flock /tmp/ttc-model.lock nice .venv/bin/python -m loadtests.optillm_compare \\
         --problems 200 --efforts all --approaches all --label full --limit-s 3600
+    nice .venv/bin/python -m loadtests.optillm_compare --split sealed --problems 250 \\
+        --efforts low,high --approaches all --label sealed --limit-s 3600
 """
 
 from __future__ import annotations
@@ -40,10 +46,13 @@ from typing import Any
 import httpx
 import openai
 
+from evaluation.heldout.sealed_grade import grade
+from evaluation.heldout.sealed_plan import check_split, interleaved
 from evaluation.pools.provenance import DATA, git_describe, provenance, write_raw
 from evaluation.problems.checkers import CodeRunner, check_code, sandbox_runner
 from evaluation.problems.datasets import DEVELOPMENT_KEY, Problem
 from evaluation.problems.problemset import FAMILIES, answer_correct, build_problem_set, family_of
+from evaluation.problems.sealed import SEALED_PATH, SealedProblem, load_sealed, sealed_hashes
 from loadtests.gateway_stack import Stack, healthy
 from loadtests.optillm.configs import Config, build_configs, split_names
 from loadtests.optillm.processes import DEFAULT_OPTILLM_PYTHON, Child, optillm_child, upstream_child
@@ -62,8 +71,38 @@ def select_problems(count: int, families: Sequence[str], seed: int) -> list[Prob
     return build_problem_set(DEVELOPMENT_KEY, per_family=per_family, seed=seed, families=names)[:count]
 
 
-async def judge(problem: Problem, text: str, runner: CodeRunner | None) -> tuple[str, str, str]:
-    """(outcome, answer, error) with the checkers the pools and ladder use."""
+def select_sealed(count: int) -> list[SealedProblem]:
+    """The first ``count`` problems of the sealed split, families round-robin; refuses a split
+    whose question hashes are not the committed list."""
+    problems = load_sealed(SEALED_PATH)
+    check_split(problems, sealed_hashes(SEALED_PATH))
+    return interleaved(problems)[:count]
+
+
+Compared = Problem | SealedProblem
+
+
+def messages_of(problem: Compared) -> list[dict[str, str]]:
+    """What is sent: a development problem's own messages; a sealed question as the only user message."""
+    if isinstance(problem, SealedProblem):
+        return [{"role": "user", "content": problem.question}]
+    return list(problem.messages())
+
+
+def record_fields(problem: Compared) -> dict[str, Any]:
+    """The record's family, task kind and level (a sealed problem's kind is its family: no
+    calibration kind names it)."""
+    if isinstance(problem, SealedProblem):
+        return {"family": problem.family, "kind": problem.family, "level": 0}
+    return {"family": problem.dataset, "kind": family_of(problem).kind, "level": problem.level}
+
+
+async def judge(problem: Compared, text: str, runner: CodeRunner | None) -> tuple[str, str, str]:
+    """(outcome, answer, error) with the checkers the pools and ladder use (reasoning-gym's own
+    for a sealed problem: right only at a grade of 1.0)."""
+    if isinstance(problem, SealedProblem):
+        graded = grade(problem, text)
+        return ("correct" if graded.correct else "wrong"), graded.answer, ""
     if problem.check == "code":
         verdict_ = await check_code(problem, text, runner)
         if verdict_.correct is None:
@@ -87,13 +126,13 @@ def ledger(url: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def ask(config: Config, problem: Problem, ends: Endpoints) -> dict[str, Any]:
+def ask(config: Config, problem: Compared, ends: Endpoints) -> dict[str, Any]:
     """One request, measured; a failure is an ``error`` record with its message, never a crash."""
     fields: dict[str, Any] = {}
     before = ledger(ends.ledger_url) if config.system == "optillm" else {}
     start = time.perf_counter()
     try:
-        kwargs: dict[str, Any] = {"model": ends.model, "messages": problem.messages(), "max_tokens": ends.max_tokens}
+        kwargs: dict[str, Any] = {"model": ends.model, "messages": messages_of(problem), "max_tokens": ends.max_tokens}
         if config.system == "ttc":
             reply = ends.gateway.chat.completions.create(**{**kwargs, "reasoning_effort": config.name})
         else:
@@ -137,12 +176,13 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def run(a: argparse.Namespace, configs: list[Config], problems: list[Problem], out: Path) -> list[dict[str, Any]]:
+def run(a: argparse.Namespace, configs: list[Config], problems: Sequence[Compared], out: Path) -> list[dict[str, Any]]:
     records_path = out / "records.jsonl"
     records = read_records(records_path)
     done = {(r["config"], r["problem_id"]) for r in records}
     describe = git_describe()
-    runner = sandbox_runner(a.sandbox_target) if any(p.check == "code" for p in problems) else None
+    code = any(isinstance(p, Problem) and p.check == "code" for p in problems)
+    runner = sandbox_runner(a.sandbox_target) if code else None
     children: list[Child] = []
     try:
         ends = start_endpoints(a, configs, out, children)
@@ -161,8 +201,7 @@ def run(a: argparse.Namespace, configs: list[Config], problems: list[Problem], o
                     outcome, answer, error = asyncio.run(judge(problem, fields["text"], runner))
                 record = {
                     "config": config.label, "system": config.system, "name": config.name,
-                    "problem_id": problem.id, "family": problem.dataset, "kind": family_of(problem).kind,
-                    "level": problem.level, "outcome": outcome, "answer": answer, **fields,
+                    "problem_id": problem.id, **record_fields(problem), "outcome": outcome, "answer": answer, **fields,
                     "text": str(fields.get("text", ""))[-TEXT_KEPT:], "error": error or fields.get("error", ""),
                     "max_tokens": a.max_tokens, "git_describe": describe, "label": a.label,
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -215,7 +254,8 @@ def summary(records: list[dict[str, Any]], configs: list[Config]) -> dict[str, A
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--problems", type=int, default=200, help="development problems (families interleaved)")
+    p.add_argument("--split", choices=("development", "sealed"), default="development", help="whose problems")
+    p.add_argument("--problems", type=int, default=200, help="problems (families interleaved)")
     p.add_argument(
         "--families", default="", help="comma-separated subset of evaluation/problems/problemset.py's families"
     )
@@ -240,7 +280,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def send(
-    a: argparse.Namespace, configs: list[Config], problems: list[Problem], out: Path
+    a: argparse.Namespace, configs: list[Config], problems: Sequence[Compared], out: Path
 ) -> list[dict[str, Any]] | None:
     """Run the comparison (starting ``ttc stack`` when no gateway answers); ``None`` when there
     is no gateway and starting one is not allowed."""
@@ -264,8 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     configs = build_configs(a.efforts, a.approaches)
     out = Path(a.out) if a.out else DATA / "optillm" / a.label
     out.mkdir(parents=True, exist_ok=True)
-    problems = select_problems(a.problems, split_names(a.families), a.seed)
-    started = provenance(a.model, label=a.label, problems=len(problems), seed=a.seed)
+    if a.split == "sealed":
+        if a.families:
+            print("--families names development families; the sealed split is taken whole", file=sys.stderr)
+            return 2
+        problems: Sequence[Compared] = select_sealed(a.problems)
+    else:
+        problems = select_problems(a.problems, split_names(a.families), a.seed)
+    started = provenance(a.model, label=a.label, problems=len(problems), seed=a.seed, split=a.split)
     records = read_records(out / "records.jsonl") if a.report_only else send(a, configs, problems, out)
     if records is None:
         return 2

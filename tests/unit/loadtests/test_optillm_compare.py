@@ -95,3 +95,17 @@ def test_verdict_needs_accuracy_and_a_third_of_the_tokens() -> None:
     assert v["accuracy_at_least_best"] and not v["tokens_at_most_a_third"] and not v["met"]
     assert v["token_ratio"] == pytest.approx(0.5)
     assert not verdict(summarize(records, ["ttc:high"]))["decided"]
+
+
+def test_the_sealed_split_is_sent_as_its_question_alone_and_graded_by_reasoning_gym() -> None:
+    import asyncio
+
+    from loadtests.optillm_compare import judge, messages_of, record_fields, select_sealed
+
+    problems = select_sealed(20)
+    assert len({p.family for p in problems[:10]}) == 10  # round-robin: any prefix covers the families
+    first = problems[0]
+    assert messages_of(first) == [{"role": "user", "content": first.question}]
+    assert record_fields(first) == {"family": first.family, "kind": first.family, "level": 0}
+    assert asyncio.run(judge(first, f"The answer is {first.reference}.", None))[0] == "correct"
+    assert asyncio.run(judge(first, "I cannot tell.", None))[0] == "wrong"
