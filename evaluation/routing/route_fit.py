@@ -374,14 +374,24 @@ def _adapt(
 def _without_cascades(
     fixed: Mapping[str, Mapping[str, Mapping[str, Any]]], adaptive: Mapping[str, dict[str, dict[str, Any]]]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """The adaptive routes to adopt: every effort's where the fitted adaptive order escalates
-    itself (the replay priced the larger model's draws), else those of the efforts whose fixed
-    routes do not escalate (a cascade onto the larger model that won the fit stays)."""
-    return {
-        effort: routes
-        for effort, routes in adaptive.items()
-        if _escalates(routes) or not any(r.get("strategy") == "cascade" for r in fixed.get(effort, {}).values())
-    }
+    """The adaptive routes to adopt, per effort: where no fixed route escalates, or where the
+    fitted adaptive order escalates itself (the replay priced the larger model's draws) and is
+    expected at least as accurate as every cascade it would replace; else the cascade that won
+    the fit stays."""
+    return {effort: routes for effort, routes in adaptive.items() if _beats_cascades(fixed.get(effort, {}), routes)}
+
+
+def _beats_cascades(fixed: Mapping[str, Mapping[str, Any]], adaptive: Mapping[str, Mapping[str, Any]]) -> bool:
+    cascades = {key: r for key, r in fixed.items() if r.get("strategy") == "cascade"}
+    if not cascades:
+        return True
+    if not _escalates(adaptive):
+        return False
+    return all(key in adaptive and _accuracy(adaptive[key]) >= _accuracy(r) for key, r in cascades.items())
+
+
+def _accuracy(route: Mapping[str, Any]) -> float:
+    return float((route.get("expected") or {}).get("accuracy", 0.0))
 
 
 def _escalates(routes: Mapping[str, Mapping[str, Any]]) -> bool:

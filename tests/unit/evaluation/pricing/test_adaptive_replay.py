@@ -58,7 +58,8 @@ def test_an_escalate_step_draws_the_larger_models_sampled_candidates_and_none_wi
     large = sources(("", False), [("9", True)] * 8)[1]
     spec = AdaptiveSpec(8, steps=("escalate", "more"), confidence=0.9)
     r = replay(spec, programs, thoughts, {"program": large, "thought": []})
-    assert [(s.modality, len(s.drawn), s.escalated) for s in r.steps][:2] == [("program", 2, False), ("program", 2, True)]
+    drawn = [(s.modality, len(s.drawn), s.escalated) for s in r.steps]
+    assert drawn[:2] == [("program", 2, False), ("program", 2, True)]
     assert r.correct  # the larger model's agreeing programs outvote the split small ones
     alone = replay(spec, programs, thoughts)
     assert not any(s.escalated for s in alone.steps) and not alone.correct

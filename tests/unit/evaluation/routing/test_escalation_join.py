@@ -127,3 +127,26 @@ def test_an_escalating_adaptive_vote_is_priced_only_with_both_pools_and_wins_whe
         route = routes[effort]["*"]
         assert route["strategy"] == "adaptive" and "escalate" in route["params"]["steps"].split(","), effort
         assert route["expected"]["accuracy"] > 0.5
+
+
+def test_a_cascade_that_beats_every_escalating_adaptive_vote_keeps_its_efforts() -> None:
+    from evaluation.pricing.table import ESCALATING_ORDERS, adaptive_configs
+    from evaluation.routing.escalation_join import adaptive_set
+
+    small = [_abstaining(f"p{i}") for i in range(6)]
+    # the large model's chains of thought are right and one program in four: the adaptive vote
+    # escalates programs and is sometimes right, the cascade onto its greedy chain of thought always
+    large = [text_pool(f"p{i}", cot_greedy=True, cot=(True,) * 4, programs=(True, False, False, False))
+             for i in range(4)]  # fmt: skip
+    escalating = adaptive_configs(ESCALATING_ORDERS)
+    live = merged(
+        escalation_set(small, large, FREE, FREE, pairs_of(["pot@1->cot_greedy"], configs(), (0.99,)), "both"),
+        adaptive_set(small, large, FREE, FREE, escalating, "both"),
+    )
+    assert live is not None
+    best_adaptive = max(e.accuracy for label, per in live.estimates.items() if label.startswith("adaptive@")
+                        for e in per.values())  # fmt: skip
+    assert 0.0 < best_adaptive < 1.0
+    routes = fit(small, FREE, configs() + adaptive_configs() + escalating, live=live).table["task_routes"]
+    high = routes["arithmetic"]["high"]["*"]
+    assert high["strategy"] == "cascade" and high["expected"]["accuracy"] == 1.0
