@@ -5,9 +5,10 @@ data flows: the problem set, pools drawn through the real services, judged, and 
 on model-written inputs, their status and rescoring, the pricing table, the fitted routing table
 (``calibrate``), its ladder on the development split, the live runs that check the simulator and measure what
 pools cannot price, the routed run through the gateway, the escalation report, the confidence
-model's fit and replays, the pools exported as training data, and the model fine-tuned on
-them (``train``). A verb module has ``NAME``, ``HELP``, ``add_arguments(parser)``
-and ``run(args) -> int``; no verb imports another (what two share lives in :mod:`calibration.lib` or :mod:`evaluation`).
+model's fit and replays, the pools exported as training data, their chains of thought labelled
+step by step (``process``), and the model fine-tuned on them (``train``). A verb module has
+``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; no verb imports another
+(what two share lives in :mod:`calibration.lib` or :mod:`evaluation`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from calibration.verbs import (
     lofo,
     modality,
     problems,
+    process,
     rescore,
     routed,
     sealed,
@@ -62,6 +64,7 @@ VERBS: tuple[ModuleType, ...] = (
     learned_router,
     modality,
     export,
+    process,
     train,
 )
 

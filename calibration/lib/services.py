@@ -2,7 +2,9 @@
 
 Pools are drawn through the same gRPC services a request goes through (``ttc serve policy``,
 ``ttc serve sandbox``), so a candidate in a pool is what the strategy would have received.
-The drawer starts both on free 127.0.0.1 ports unless it is given running targets.
+The drawer starts both on free 127.0.0.1 ports unless it is given running targets; the
+verbs that draw through the policy outside a pool (``train eval``, ``process``) do the same with
+:func:`running`.
 
 The model lock (``fcntl.flock`` on ``/tmp/ttc-model.lock``, the lock e2e tests and benchmarks
 take) is held only while a chunk is drawn, so other model workloads run between chunks.
@@ -17,10 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -110,6 +113,33 @@ def sandbox_service(slots: int = 4, uid_base: int = SANDBOX_UID_BASE) -> Service
     """A sandbox whose slots run as ``uid_base`` + slot (two sandboxes alive at once need
     ranges of their own)."""
     return on_free_ports("sandbox", MAX_CONCURRENCY=str(slots), UID_BASE=str(uid_base))
+
+
+@contextmanager
+def running(
+    model: str,
+    *,
+    policy_target: str = "",
+    sandbox_target: str | None = "",
+    hold: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Iterator[tuple[str, str]]:
+    """The policy and sandbox targets: the given ones, else services started here and stopped
+    after (the policy on the GGUF ``model``, started inside ``hold()``: loading a model is model
+    work). ``sandbox_target=None``: no sandbox is wanted, and ``""`` is yielded for it."""
+    services: list[Service] = []
+    try:
+        policy, sandbox = policy_target, sandbox_target
+        if not policy:
+            with hold():
+                services.append(policy_service(model).start(600.0))
+            policy = services[-1].target
+        if sandbox == "":
+            services.append(sandbox_service().start(60.0))
+            sandbox = services[-1].target
+        yield policy, sandbox or ""
+    finally:
+        for service in reversed(services):
+            service.stop()
 
 
 def lock_contended(inode: int, locks: Path = Path("/proc/locks")) -> bool:

@@ -25,13 +25,12 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from calibration.lib.drawer import DrawSettings
 from calibration.lib.paths import DEFAULT_MODEL, DEFAULT_POOLS, relative_to_root
-from calibration.lib.services import Service, model_lock, policy_service, sandbox_service
+from calibration.lib.services import model_lock, running
 from evaluation.pools.provenance import git_describe
 from evaluation.pools.store import read_pools
 from evaluation.problems.datasets import DEVELOPMENT_KEY
@@ -233,26 +232,6 @@ def merge(a: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def started(a: argparse.Namespace, model: str) -> Iterator[tuple[str, str]]:
-    """The policy and sandbox targets: the given ones, else services started here (the policy on
-    the GGUF ``model``) and stopped after."""
-    services: list[Service] = []
-    try:
-        policy, sandbox = a.policy_target, a.sandbox_target
-        if not policy:
-            with hold(a)():
-                services.append(policy_service(model).start(600.0))
-            policy = services[-1].target
-        if not sandbox:
-            services.append(sandbox_service().start(60.0))
-            sandbox = services[-1].target
-        yield policy, sandbox
-    finally:
-        for service in reversed(services):
-            service.stop()
-
-
 def evaluate(a: argparse.Namespace) -> int:
     """Draw one model's answers on one evaluation split, resumably (:mod:`evaluation.training.eval_run`)."""
     from evaluation.problems.checkers import sandbox_runner
@@ -285,7 +264,8 @@ def evaluate(a: argparse.Namespace) -> int:
         await draw_chunks(drawer, problems, out, CHUNK_SPLIT[a.split], provenance,
                           chunk_size=a.chunk_size, deadline=deadline, hold=hold(a))  # fmt: skip
 
-    with started(a, str(path)) as (policy_target, sandbox_target):
+    with running(str(path), policy_target=a.policy_target, sandbox_target=a.sandbox_target,
+                 hold=hold(a)) as (policy_target, sandbox_target):  # fmt: skip
         try:
             asyncio.run(draw(policy_target, sandbox_target))
         except MixedRun as err:

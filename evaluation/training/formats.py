@@ -8,10 +8,15 @@ models (:func:`schemas`), so the files and their schemas cannot drift apart.
 - ``outcomes.jsonl``: :class:`OutcomeRow`, one verified outcome label per candidate;
 - ``manifest.json``: :class:`Manifest`, what was exported, what was left out and why, and
   where it came from.
+
+The process labels (``python -m calibration process``) write two more files into a folder of
+their own (:data:`PROCESS_FILES`): ``process.jsonl``, :class:`ProcessRow`, a chain of thought
+with a label per step, and ``process_manifest.json``, :class:`ProcessManifest`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -117,15 +122,88 @@ class Manifest(_Row):
     rules: list[str]
 
 
-#: file name -> the model of its rows (or of the whole file, for the manifest)
+class ProcessStep(_Row):
+    """One step of a chain of thought, labelled by completions drawn from its prefix (the
+    completion up to and including the step): ``rollouts`` of them were graded (infrastructure
+    errors are not, and are counted in ``errors``), ``right`` reached a verified-right complete
+    answer, ``cut`` hit ``max_tokens``."""
+
+    index: int = Field(ge=0, description="the step's position among all the chain's steps")
+    text: str
+    prefix_chars: int = Field(ge=0, description="the prefix is the completion's first prefix_chars characters")
+    rollouts: int = Field(ge=1)
+    right: int = Field(ge=0)
+    cut: int = Field(ge=0)
+    errors: int = Field(ge=0)
+    value: float = Field(ge=0.0, le=1.0, description="right / rollouts: the soft estimate of the step's value")
+    reaches: bool = Field(description="right > 0: the hard estimate (the step can still reach the answer)")
+    generated_tokens: int = Field(ge=0)
+
+
+class ProcessRow(Candidate):
+    """A chain of thought with process labels: its prompt, the completion, its own outcome label
+    (and why a false one is false), and its chosen steps, each with its label."""
+
+    prompt: list[ChatMessage] = Field(min_length=1)
+    completion: str
+    label: bool
+    failure: FailureKind | None
+    steps_total: int = Field(ge=2, description="how many steps the completion splits into")
+    steps: list[ProcessStep] = Field(min_length=1)
+    steps_left_out: int = Field(ge=0, description="chosen steps whose every rollout failed for infrastructure")
+    generated_tokens: int = Field(ge=0, description="tokens the rollouts of every chosen step generated")
+
+
+class ProcessCounts(_Row):
+    """The rows of ``process.jsonl`` counted; ``by_label`` is the candidates' own outcome label
+    (``right``, ``wrong``), ``by_failure`` the wrong ones' failure kinds."""
+
+    rows: int
+    steps: int
+    by_family: dict[str, int]
+    by_task_kind: dict[str, int]
+    by_label: dict[str, int]
+    by_failure: dict[str, int]
+
+
+class ProcessManifest(_Row):
+    """What a process-label run wrote, from which pool and model, with which settings and code."""
+
+    schema_version: Literal[1] = 1
+    revision: str = Field(description="git describe of the code that wrote the files")
+    written_at: str
+    drawn_by: list[str] = Field(description="git describe of the code that drew the records' chunks")
+    model: str
+    model_sha256: str
+    pool: PoolSource
+    settings: dict[str, float | int | str]
+    chunks: int
+    files: dict[str, ProcessCounts]
+    left_out: dict[str, int] = Field(description="reason -> count (problems, candidates, steps or records, as named)")
+    mean_value: dict[str, float | None] = Field(description="candidate label -> mean value of its labelled steps")
+    mean_value_by_position: dict[str, list[float | None]] = Field(
+        description="candidate label -> mean value at its first, second, ... labelled step"
+    )
+    generated_tokens: int = Field(ge=0, description="every rollout's generated tokens, errors' included")
+    prompt_tokens: int = Field(ge=0)
+    rules: list[str]
+
+
+#: file name -> the model of its rows (or of the whole file, for the manifest): the export's files
 FILES: dict[str, type[BaseModel]] = {
     "sft.jsonl": SftRow,
     "preferences.jsonl": PreferenceRow,
     "outcomes.jsonl": OutcomeRow,
     "manifest.json": Manifest,
 }
+#: the files of a process-label run
+PROCESS_FILES: dict[str, type[BaseModel]] = {
+    "process.jsonl": ProcessRow,
+    "process_manifest.json": ProcessManifest,
+}
 
 
-def schemas() -> dict[str, dict[str, Any]]:
-    """File name -> the JSON schema of one of its rows (of the whole file for ``manifest.json``)."""
-    return {name: model.model_json_schema() for name, model in FILES.items()}
+def schemas(files: Mapping[str, type[BaseModel]] = FILES) -> dict[str, dict[str, Any]]:
+    """File name -> the JSON schema of one of its rows (of the whole file for a manifest), for the
+    export's files or those given (:data:`PROCESS_FILES`)."""
+    return {name: model.model_json_schema() for name, model in files.items()}
