@@ -6,14 +6,16 @@ with the official ``openai`` SDK: the question as the only user message, ``reaso
 nothing else (no temperature, token cap, seed or ``ttc`` pin: the gateway routes it as it would
 route a user's). It refuses to start unless the problems' question hashes are the committed list.
 Without ``--base-url`` it starts a ``ttc stack`` serving the model's table as ``make run`` does
-(``--table`` to name another), under the model lock per chunk; the table's sha256 is read from
-the gateway's ladder card. Records go in chunks of ``--chunk-size`` problems at every effort to
+(``--table`` to name another), under the model lock per chunk; the table's sha256 is read from the
+gateway's ladder card. Records go in chunks of ``--chunk-size`` problems at every effort to
 ``docs/data/sealed/runs/<run-id>/`` (:mod:`calibration.lib.records`: whole or absent, each with a
 header carrying the code revision, model and table sha256, load average, start and end time);
 ``--resume <run-id>`` sends only what no record holds, so a crash loses at most the chunk in
-flight; ``--limit-minutes`` stops cleanly. A failed request (HTTP, connection, timeout) is sent
-once more, then recorded as an infrastructure error, never graded. Grades are reasoning-gym's
-own checker on the stored entry (:mod:`evaluation.heldout.sealed_grade`).
+flight, and refuses where the served code (``services/``, ``proto/``) differs from the run's first
+chunk's (each header records the revision its stack was started from); ``--limit-minutes`` stops
+cleanly. A failed request (HTTP, connection, timeout) is sent once more, then recorded as an
+infrastructure error, never graded. Grades are reasoning-gym's own checker on the stored entry
+(:mod:`evaluation.heldout.sealed_grade`).
 
 ``sealed report`` writes ``docs/data/sealed/report-<run-id>.json`` and ``.md`` for one run or,
 by default, every run in the order they started (:mod:`evaluation.heldout.sealed_report`).
@@ -42,6 +44,7 @@ from calibration.lib.paths import DEFAULT_MODEL, ROOT
 from calibration.lib.pool_run import model_sha256
 from calibration.lib.records import LiveRunError, read_records, write_records
 from calibration.lib.replies import gave_up, reply_fields
+from calibration.lib.served_code import SERVED_PATHS, served_changes
 from calibration.lib.stack import start_stack
 from evaluation.heldout.sealed_grade import grade
 from evaluation.heldout.sealed_markdown import markdown
@@ -113,6 +116,7 @@ class SealedRun(GatewayRun):
     _table_sha: str = ""
     _recorded_tables: set[str] = field(default_factory=set)
     _chunk_began: tuple[str, list[float]] = ("", [])
+    _served: str = ""  # the revision the stack was started from ("external" for --base-url)
 
     def problems(self) -> list[SealedProblem]:
         """The committed problems, round-robin over families; refused unless their hashes are
@@ -132,10 +136,26 @@ class SealedRun(GatewayRun):
         if any(h.get("model_sha256") != self._model_sha for h in headers):
             raise LiveRunError(f"{self.out} holds records of another model than {self.model}; start a new run")
         self._recorded_tables = {str(h.get("table_sha256")) for h in headers}
+        self._check_served_code(headers)
         todo = pending(problems, self.efforts, records, self.retry_errors)
         self.log(f"run {self.run_id}: {len(problems)} sealed problems x {len(self.efforts)} efforts, "
                  f"{len(records)} recorded, {len(todo)} to send")  # fmt: skip
         return await self.send_chunks(todo, self.chunk_size * len(self.efforts), seq, self._send, self._write)
+
+    def _check_served_code(self, headers: Sequence[dict[str, Any]]) -> None:
+        """Refuse to resume a run whose stack would serve other code than its first chunk's
+        (:mod:`calibration.lib.served_code`); a run against a given gateway is the caller's to vouch for."""
+        if not headers or self.base_url:
+            return
+        first = str(headers[0].get("served_revision") or headers[0].get("git_describe") or "")
+        changed = served_changes(first)
+        if changed is None:
+            self.log(f"cannot compare the served code with {first!r}: git could not tell")
+        elif changed:
+            raise LiveRunError(
+                f"the served code ({', '.join(SERVED_PATHS)}) changed since run {self.run_id} began at {first}: "
+                f"{len(changed)} file(s), e.g. {', '.join(changed[:3])}; start a new run (every run is reported)"
+            )
 
     async def _send(self, batch: Sequence[tuple[SealedProblem, str]], deadline: float | None,
                     done: list[dict[str, Any]]) -> None:  # fmt: skip
@@ -170,7 +190,8 @@ class SealedRun(GatewayRun):
         began, load = self._chunk_began
         hashes = "\n".join(sorted(sealed_hashes(self.pools_dir))).encode()
         header = {
-            "run_id": self.run_id, "git_describe": git_describe(), "model": self.model,
+            "run_id": self.run_id, "git_describe": git_describe(), "served_revision": self._served,
+            "model": self.model,
             "model_sha256": self._model_sha, "table_sha256": self._table_sha, "base_url": self._url,
             "efforts": list(self.efforts), "split_sha256": hashlib.sha256(hashes).hexdigest(),
             "started_at": began, "ended_at": utc_now(), "load_average_start": load,
@@ -184,8 +205,9 @@ class SealedRun(GatewayRun):
         if self._url:
             return self._url
         if self.base_url:
-            url = self.base_url.rstrip("/")
+            url, self._served = self.base_url.rstrip("/"), "external"
         else:
+            self._served = git_describe()
             table = self.table_path or served_table(self.model, self.large_model)
             env = {"TTC_GATEWAY_ROUTING_TABLES": f"{self.model}={table.resolve()}"}
             if self.large_model:

@@ -68,8 +68,9 @@ def _provenance(body: Mapping[str, Any]) -> str:
         f"{split['problems']} problems of {len(split['families'])} reasoning-gym families no calibration saw "
         f"({', '.join(split['families'])}), efforts {efforts}, sent through the gateway with the official `openai` "
         f"SDK. {body['chunks']} chunks, {body['started_at']} to {body['ended_at']}; code "
-        f"{', '.join(body['code_revisions']) or '-'}; model sha256 {_short(body['model_sha256'])}; table sha256 "
-        f"{_short(body['table_sha256'])}; 1-minute load average {shown}."
+        f"{', '.join(body['code_revisions']) or '-'} (stack started from "
+        f"{', '.join(body.get('served_revisions') or ['not recorded'])}); model sha256 "
+        f"{_short(body['model_sha256'])}; table sha256 {_short(body['table_sha256'])}; 1-minute load average {shown}."
     )
 
 

@@ -231,6 +231,8 @@ def report(run_id: str, problems: Sequence[SealedProblem], efforts: Sequence[str
         "efforts": list(efforts),
         "chunks": len(headers),
         "code_revisions": list(dict.fromkeys(str(h.get("git_describe")) for h in headers)),
+        # the revision each chunk's stack was started from (older chunks did not record it)
+        "served_revisions": list(dict.fromkeys(str(h.get("served_revision") or "not recorded") for h in headers)),
         "model_sha256": sorted({str(h.get("model_sha256")) for h in headers}),
         "table_sha256": sorted({str(h.get("table_sha256")) for h in headers}),
         "started_at": min((str(h["started_at"]) for h in headers if h.get("started_at")), default=None),
