@@ -1,7 +1,9 @@
 """``table``: every configuration priced offline from the pools, with accuracy and its 95%
 bootstrap interval, generated and prompt tokens and the latency estimate, per task kind and
 overall; on the calibration split the live tree strategies beside the priced ones on their
-subset, and with ``--large-model`` the cascades onto that model's pools."""
+subset, and with ``--large-model`` the cascades onto that model's pools and the adaptive votes whose
+order escalates to it (on the problems both models drew, beside the same adaptive shapes without
+the escalate step on those problems)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,17 @@ from evaluation.pools.store import read_pools
 from evaluation.pricing.cascade import cascade
 from evaluation.pricing.live_configs import live_table
 from evaluation.pricing.pricer import Pricer, StopRule, stop_rule
-from evaluation.pricing.table import Row, default_configs, fit_latency, judges_in, price_all, summarize, table
+from evaluation.pricing.table import (
+    ESCALATING_ORDERS,
+    Row,
+    adaptive_configs,
+    default_configs,
+    fit_latency,
+    judges_in,
+    price_all,
+    summarize,
+    table,
+)
 from evaluation.problems.datasets import SPLIT_NAMES, split_key
 
 NAME = "table"
@@ -98,4 +110,21 @@ def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop:
             est = [e for e in found if e is not None]
             if est:
                 rows.append(summarize(group, f"cascade({small_name}->{a.large_model}:{large_name})", est, a.seed))
+    return rows + _adaptive_rows(a, both, large, pricer, large_pricer)
+
+
+def _adaptive_rows(a: argparse.Namespace, both: list[Any], large: dict[str, Any], pricer: Pricer,
+                   large_pricer: Pricer) -> list[Row]:  # fmt: skip
+    """Every adaptive configuration on the problems both models drew: the escalating orders priced
+    on both pools (labelled ``...:escalate...->large``), the others on the small model's."""
+    rows = []
+    for config in adaptive_configs() + adaptive_configs(ESCALATING_ORDERS):
+        label = f"{config.name}->{a.large_model}" if config.escalates else config.name
+        for group in [*dict.fromkeys(p.kind for p in both), "all"]:
+            members = [p for p in both if group in ("all", p.kind)]
+            found = [pricer.escalating(p, config, large[p.id], large_pricer) if config.escalates
+                     else pricer.estimate(p, config) for p in members]  # fmt: skip
+            est = [e for e in found if e is not None]
+            if est and len(est) == len(members):
+                rows.append(summarize(group, label, est, a.seed))
     return rows
