@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from calibration.cli import main
 from evaluation.pools.store import write_chunk
 from evaluation.problems.sealed import load_sealed
 from evaluation.training.formats import schemas
+from tests.unit.calibration.written_files import assert_valid_files
 from tests.unit.evaluation.training.fixtures import cot, problem_pool, program, side_id, trace
 
 HEADER = {"model": "m-small", "model_sha256": "ab" * 32, "settings": {"seed": 0}, "data": {"seed": 3},
@@ -44,10 +44,6 @@ def pools_folder(root: Path) -> Path:
     return folder
 
 
-def rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_export_writes_valid_files_without_withheld_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = pools_folder(tmp_path / "pools")
     handed: dict[str, tuple[dict[str, Any], str]] = {
@@ -67,12 +63,7 @@ def test_export_writes_valid_files_without_withheld_problems(tmp_path: Path, mon
     assert asked == [("redis://x", ["alice"])]
 
     files = schemas()
-    for name, schema in files.items():
-        documents = [json.loads((out / name).read_text())] if name.endswith(".json") else rows(out / name)
-        assert documents, name
-        for document in documents:
-            jsonschema.validate(document, schema)
-        assert json.loads((out / "schemas" / f"{name.split('.')[0]}.schema.json").read_text()) == schema
+    assert_valid_files(out, files)
 
     text = "".join((out / name).read_text() for name in files)
     sealed = load_sealed()[0]

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from calibration.cli import main
@@ -19,6 +18,7 @@ from evaluation.pools.store import ProblemPool, write_chunk
 from evaluation.problems.sealed import load_sealed
 from evaluation.training.formats import PROCESS_FILES, schemas
 from services.search.interfaces import Candidate, GenerateCall, Generation
+from tests.unit.calibration.written_files import assert_valid_files, rows
 from tests.unit.evaluation.training.fixtures import cot, problem_pool, side_id
 
 HEADER = {"model": "m-small", "model_sha256": "ab" * 32, "settings": {"seed": 0, "cot_max_tokens": 200},
@@ -72,10 +72,6 @@ def process(folder: Path, out: Path, *extra: str) -> int:
                  "--rollouts", "2", "--chunk-size", "1", *extra])  # fmt: skip
 
 
-def rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def ids(records: Sequence[dict[str, Any]]) -> list[str]:
     return [r["candidate_id"] for r in records]
 
@@ -109,12 +105,7 @@ def test_the_files_are_valid_and_hold_no_withheld_problem(tmp_path: Path, policy
     folder, out = pools_folder(tmp_path / "pools"), tmp_path / "run"
     assert process(folder, out) == 0
     files = schemas(PROCESS_FILES)
-    for name, schema in files.items():
-        documents = [json.loads((out / name).read_text())] if name.endswith(".json") else rows(out / name)
-        assert documents, name
-        for document in documents:
-            jsonschema.validate(document, schema)
-        assert json.loads((out / "schemas" / f"{name.split('.')[0]}.schema.json").read_text()) == schema
+    assert_valid_files(out, files)
     text = (out / "process.jsonl").read_text() + "".join(p.read_text() for p in out.glob("process-*.jsonl"))
     assert DEVELOPMENT_Q not in text and json.dumps(load_sealed()[0].question)[1:-1] not in text
     labelled = rows(out / "process.jsonl")
