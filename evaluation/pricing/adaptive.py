@@ -9,8 +9,7 @@ same two functions on the pool's recorded candidates in the order the strategy w
 - every later step draws the next sampled candidates of its modality (never a greedy one: the
   strategy draws later waves at the job's temperature);
 - the answer is the weighted vote over every ballot drawn, ties to the earliest (the strategy's
-  ``ProgramOfThought.decide``); where no ballot has a key, the first chain of thought answers.
-
+  ``ProgramOfThought.decide``); where no ballot has a key, the first chain of thought answers;
 - an ``escalate`` step draws the next sampled candidates of the starting modality from the larger
   model's pool of the same problem (``large``), weighted as the small model's are, as the served
   step draws them on the escalation deployment; without ``large`` the step is skipped, as it is
