@@ -16,7 +16,8 @@ def _git(repo: Path, *args: str) -> str:
 
 def test_served_files_changed_since_a_revision_are_named_and_other_changes_are_not(tmp_path: Path) -> None:
     _git(tmp_path, "init", "-q")
-    for path in ("services/gateway/app.py", "proto/ttc.proto", "evaluation/fit.py", "docs/ladder.md"):
+    table = "services/gateway/routing/routing.a+b.json"
+    for path in ("services/gateway/app.py", "proto/ttc.proto", "evaluation/fit.py", "docs/ladder.md", table):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("one\n")
     _git(tmp_path, "add", "-A")
@@ -24,6 +25,7 @@ def test_served_files_changed_since_a_revision_are_named_and_other_changes_are_n
     first = _git(tmp_path, "rev-parse", "--short", "HEAD")
     (tmp_path / "evaluation/fit.py").write_text("two\n")
     (tmp_path / "docs/ladder.md").write_text("two\n")
+    (tmp_path / table).write_text("two\n")  # a table: the run checks the sha256 of the one it serves
     assert served_changes(first, tmp_path) == []  # evaluation and docs are not served
     assert served_changes(f"{first}-dirty", tmp_path) == []
     (tmp_path / "services/gateway/app.py").write_text("two\n")  # uncommitted: the stack would serve it
