@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from evaluation.pools.provenance import provenance
 from evaluation.pools.store import read_pools
 from evaluation.pricing.cascade import cascade
 from evaluation.pricing.live_configs import live_table
-from evaluation.pricing.pricer import Pricer, StopRule, stop_rule
+from evaluation.pricing.pricer import Estimate, Pricer, StopRule, stop_rule
 from evaluation.pricing.table import (
     ESCALATING_ORDERS,
     Row,
@@ -80,7 +81,7 @@ def run(a: argparse.Namespace) -> int:
     if measured is not None:  # sequential and tree strategies, beside the priced ones on their subset
         rows += live_table(pools, priced, measured.estimates, a.seed)
     if a.large_model:
-        rows += _cascade_rows(a, pools, pricer, pricer.stop)
+        rows += _cascade_rows(a, pools, pricer, pricer.stop, priced)
     keep = {c for c in a.configs.split(",") if c} or None
     print(f"{len(pools)} problems ({a.split}), k={k}; latency model {pricer.latency}")
     _print_rows(rows, keep)
@@ -94,7 +95,8 @@ def run(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop: StopRule | None) -> list[Row]:
+def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop: StopRule | None,
+                  priced: Mapping[str, Mapping[str, Estimate]]) -> list[Row]:  # fmt: skip
     large = {p.id: p for p in read_pools(DEFAULT_POOLS / a.large_model)}
     both = [p for p in pools if p.id in large]
     if not both:
@@ -110,20 +112,21 @@ def _cascade_rows(a: argparse.Namespace, pools: list[Any], pricer: Pricer, stop:
             est = [e for e in found if e is not None]
             if est:
                 rows.append(summarize(group, f"cascade({small_name}->{a.large_model}:{large_name})", est, a.seed))
-    return rows + _adaptive_rows(a, both, large, pricer, large_pricer)
+    return rows + _adaptive_rows(a, both, large, pricer, large_pricer, priced)
 
 
 def _adaptive_rows(a: argparse.Namespace, both: list[Any], large: dict[str, Any], pricer: Pricer,
-                   large_pricer: Pricer) -> list[Row]:  # fmt: skip
+                   large_pricer: Pricer, priced: Mapping[str, Mapping[str, Estimate]]) -> list[Row]:  # fmt: skip
     """Every adaptive configuration on the problems both models drew: the escalating orders priced
-    on both pools (labelled ``...:escalate...->large``), the others on the small model's."""
+    on both pools (labelled ``...:escalate...->large``), the others as already priced on the small
+    model's (``priced``)."""
     rows = []
     for config in adaptive_configs() + adaptive_configs(ESCALATING_ORDERS):
         label = f"{config.name}->{a.large_model}" if config.escalates else config.name
         for group in [*dict.fromkeys(p.kind for p in both), "all"]:
             members = [p for p in both if group in ("all", p.kind)]
             found = [pricer.escalating(p, config, large[p.id], large_pricer) if config.escalates
-                     else pricer.estimate(p, config) for p in members]  # fmt: skip
+                     else priced.get(config.name, {}).get(p.id) for p in members]  # fmt: skip
             est = [e for e in found if e is not None]
             if est and len(est) == len(members):
                 rows.append(summarize(group, label, est, a.seed))
