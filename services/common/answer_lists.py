@@ -134,10 +134,9 @@ def _number_key(item: str) -> float | None:
 def as_set(text: str) -> str | None:
     """``text``'s items written as a set: each once, in braces, numbers in increasing order
     (other items in the order first written); ``None`` where ``text`` is not a list of items or
-    is already a set."""
-    if text.startswith("{"):
-        return None
-    items = _printed_items(text) or _separated_items(text)
+    is already a set written so. Braces do not make a set: ``{1, 4, 4, 0}`` (a chain of thought
+    that wrote every remainder, a program that printed its list in braces) is written ``{0, 1, 4}``."""
+    items = _printed_items(text) if text.startswith("{") else _printed_items(text) or _separated_items(text)
     if items is None:
         return None
     unique = list(dict.fromkeys(items))
@@ -145,4 +144,5 @@ def as_set(text: str) -> str | None:
     keys = [key for key in numbers if key is not None]
     if len(keys) == len(unique):
         unique = [item for _, item in sorted(zip(keys, unique, strict=True))]
-    return "{" + ", ".join(unique) + "}"
+    written = "{" + ", ".join(unique) + "}"
+    return None if text.startswith("{") and items == unique else written

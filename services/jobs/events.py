@@ -11,6 +11,8 @@ lets the gateway restart, or a worker die, without either side losing track of a
 - ``ttc:job:<id>:lease``    held (with a TTL, refreshed) by the worker running the job
 - ``ttc:job:<id>:spent``    what the worker had spent on a job whose cancellation the gateway
                             recorded first (a ``SearchResult``: ``budget_used``, ``started_at``)
+
+and, until a worker starts it, the job's entry in the pending keys (``pending.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from redis.asyncio.client import Pipeline
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs.errors import JobError
+from services.jobs.pending import PENDING, PENDING_SINCE
 from services.jobs.record import JobStatus, status_fields
 
 CANCEL_CHANNEL = "ttc:cancel"
@@ -103,12 +106,15 @@ def decode_result(raw: bytes | None) -> orchestrator_pb2.SearchResult | None:
 
 # A worker's start of a delivered job, in one round trip: is there a result already, is the job
 # cancelled, can it take the lease - and, only when it may run, the record's ``running`` fields.
+# A delivered job is no longer pending (pending.py): kombu holds its message as unacknowledged.
 _START = """
 local has_result = redis.call('EXISTS', KEYS[1])
 local cancelled = redis.call('EXISTS', KEYS[2])
 local leased = redis.call('SET', KEYS[3], ARGV[1], 'NX', 'EX', ARGV[2])
+redis.call('HDEL', KEYS[5], ARGV[4])
+redis.call('ZREM', KEYS[6], ARGV[4])
 if leased and has_result == 0 and cancelled == 0 then
-  redis.call('HSET', KEYS[4], unpack(ARGV, 4))
+  redis.call('HSET', KEYS[4], unpack(ARGV, 5))
   redis.call('EXPIRE', KEYS[4], ARGV[3])
 end
 return {has_result, cancelled, leased and 1 or 0}
@@ -125,10 +131,11 @@ class JobEvents:
 
     async def start(self, job_id: str, worker: str, lease_ttl_s: int, started_at: float) -> tuple[bool, bool, bool]:
         """``(has a result, cancelled, leased)`` for a delivered job; when it has no result, is not
-        cancelled and the lease was taken, its record is ``running`` (``started_at``, ``worker``)."""
+        cancelled and the lease was taken, its record is ``running`` (``started_at``, ``worker``).
+        Either way the job is no longer pending (``pending.py``)."""
         mapping = status_fields(RUNNING, started_at=started_at, worker=worker)
-        keys = [result_key(job_id), cancel_key(job_id), lease_key(job_id), job_key(job_id)]
-        args: list[str | int] = [worker, lease_ttl_s, self.ttl_s]
+        keys = [result_key(job_id), cancel_key(job_id), lease_key(job_id), job_key(job_id), PENDING, PENDING_SINCE]
+        args: list[str | int] = [worker, lease_ttl_s, self.ttl_s, job_id]
         for name, value in mapping.items():
             args += [name, value]
         has_result, cancelled, leased = await self._start(keys=keys, args=args)

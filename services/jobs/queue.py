@@ -8,7 +8,8 @@ in its spans and maps what they raise). A stored record that does not validate r
 The job's record (everything needed to format its reply) and the job's Celery message go into
 Redis in one transaction (``celery_message.py``), so a gateway that restarts - or a different
 replica - can still answer a poll for a background job, and the queue length read in that
-transaction counts this job exactly once.
+transaction counts this job exactly once. The same transaction keeps the job pending until a
+worker starts it (``pending.py``: a message a dying worker took off the list is sent again).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from celery import Celery
 
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
+from services.jobs import pending
 from services.jobs.celery_message import search_message
 from services.jobs.errors import JobError
 from services.jobs.record import JobRecord
@@ -74,6 +76,7 @@ class JobQueue:
             pipe.hset(ev.job_key(job.job_id), mapping=queued.to_redis())  # type: ignore[arg-type]
             pipe.expire(ev.job_key(job.job_id), self.ttl_s)
             pipe.lpush(self.queue, message)  # kombu's Redis transport: LPUSH, workers BRPOP
+            pending.add(pipe, self.queue, job.job_id, message, queued.enqueued_at or time.time())
             pipe.llen(self.queue)  # the queue depth for the next requests, this job included
             *_, depth = await pipe.execute()
         self._saw_depth(int(depth))

@@ -33,7 +33,8 @@ class OrchestratorMetrics:
         )
         self.redeliveries = Counter(
             "ttc_orchestrator_redeliveries_total",
-            "Jobs delivered again: skipped (result exists) or deferred (another worker holds the lease).",
+            "Jobs delivered again: skipped (result exists), deferred (another worker holds the lease), or resent "
+            "(a dying worker took the message off the queue before the broker held it).",
             ["action"],
             registry=r,
         )

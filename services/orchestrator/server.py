@@ -41,7 +41,7 @@ def main() -> None:
 
     def get_runner() -> JobRunner:
         if not runner:
-            runner.append(JobRunner(settings, common.redis_url, metrics))
+            runner.append(JobRunner(settings, common.redis_url, metrics, queue))
         return runner[0]
 
     register_search_task(app, get_runner)

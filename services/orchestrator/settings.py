@@ -71,10 +71,11 @@ class OrchestratorSettings(BaseSettings):
         600,
         ge=5,
         description="Seconds after which a job taken by a worker that never acknowledged it (crashed) is delivered "
-        "again; must exceed the longest job.",
+        "again, and after which a queued job whose message a dying worker lost is sent again; must exceed the "
+        "longest job.",
     )
     restore_interval_s: int = Field(
-        10, ge=1, description="How often a worker sweeps for unacknowledged jobs of dead workers (seconds)."
+        10, ge=1, description="How often a worker sweeps for unacknowledged and lost jobs of dead workers (seconds)."
     )
     lease_ttl_s: int = Field(
         15,

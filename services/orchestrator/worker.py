@@ -12,6 +12,7 @@ gRPC calls, which makes the policy service abort the engine request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -34,6 +35,7 @@ from services.common.tracing import extract_context, set_genai_attributes
 from services.gen.ttc.v1 import orchestrator_pb2
 from services.jobs import events as ev
 from services.jobs.errors import JobError
+from services.jobs.pending import PendingSweeper
 from services.jobs.redis_client import redis_client
 from services.jobs.trace_store import TraceStore
 from services.orchestrator.adapters import AdapterFactory, call_timeout
@@ -53,8 +55,11 @@ class LeaseHeld(Exception):
 class JobRunner:
     """One per worker process: an event loop thread, channels to policy/verifier, Redis."""
 
-    def __init__(self, settings: OrchestratorSettings, redis_url: str, metrics: OrchestratorMetrics) -> None:
+    def __init__(
+        self, settings: OrchestratorSettings, redis_url: str, metrics: OrchestratorMetrics, queue: str = "ttc.search"
+    ) -> None:
         self.settings = settings
+        self.queue = queue  # the Celery queue this worker consumes: it sweeps that queue's lost jobs
         self.redis_url = redis_url
         self.metrics = metrics
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
@@ -100,6 +105,8 @@ class JobRunner:
             escalation_model=self.settings.escalation_model,
         )
         self._listener = asyncio.create_task(self._listen_cancellations())
+        self.sweeper = PendingSweeper(self.redis, self.queue, self.settings.visibility_timeout_s, ev.result_key)
+        self._sweeps = asyncio.create_task(self._sweep_pending())
         if self.settings.port:
             await self._serve_grpc()
         return True
@@ -131,6 +138,31 @@ class JobRunner:
         target = self.policy_targets.get(model, self.settings.policy_target)
         router = self.policy_routers.get(target)
         return await router.channels(job_id) if router is not None else self.policy_channels[target]
+
+    async def _sweep_pending(self) -> None:
+        """Every ``restore_interval_s``, send again the jobs of this queue whose message a dying
+        worker took off the list before kombu held it (``services/jobs/pending.py``)."""
+        while True:
+            await asyncio.sleep(self.settings.restore_interval_s)
+            try:
+                swept = await self.sweeper.sweep(time.time())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis blip: the next sweep tries again
+                log.warning("pending-job sweep failed", extra={"error": str(exc)})
+                continue
+            if swept.resent:
+                log.warning("jobs lost by a worker sent again", extra={"job_ids": list(swept.resent)})
+                self.metrics.redeliveries.labels("resent").inc(len(swept.resent))
+
+    async def close(self) -> None:
+        """Stop the runner's background tasks and close its Redis client (on its own loop)."""
+        for task in (self._listener, self._sweeps):
+            task.cancel()
+        for task in (self._listener, self._sweeps):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.redis.aclose()
 
     async def _listen_cancellations(self) -> None:
         """Cancel a running job as soon as its cancellation is published."""

@@ -61,7 +61,26 @@ def may_render(strategy: str, problem: tuple[Message, ...], shape: Shape) -> boo
     if keeps_text(shape, problem):
         return False
     question = question_text(problem)
-    return strategy in VALUE_STRATEGIES or parse_form(question).asked or classify_task(question) in VALUE_TASKS
+    if strategy in VALUE_STRATEGIES or classify_task(question) in VALUE_TASKS:
+        return True
+    return asks_closed_value(question)
+
+
+def asks_closed_value(question: str) -> bool:
+    """Whether ``question`` asks for a value by its own words, whatever task it is: a form or a
+    list separator asked for, a true-or-false statement, a set, a factorization, an expression in
+    its variables. Its chain of thought is then evidence and its value the reply ("True or false?
+    91 is prime." is answered "The answer is False.", not by the chain)."""
+    form = parse_form(question)
+    notation = form.notation
+    return bool(
+        form.asked
+        or form.separator is not None
+        or notation.sets
+        or notation.factors
+        or notation.algebra is not None
+        or _TRUE_OR_FALSE.search(question)
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -79,11 +98,14 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
     yes_no = asks_yes_or_no(question)
     # A value read out of text cut at max_tokens may itself be cut ("555" of "5555"): keep the text.
     # A question no rule reads as asking for a value still does when the model boxed its answer.
-    asks_value = form.asked or classify_task(question) in VALUE_TASKS or extract_boxed(choice.text) is not None
+    asks_value = (
+        classify_task(question) in VALUE_TASKS or asks_closed_value(question) or extract_boxed(choice.text) is not None
+    )
     if not value and choice.finish_reason != "length" and asks_value:
         # a value stated in a short reply before any last number; only a quantity's chain of
-        # thought answers with its last number, others must state it
-        read = extract_answer if asks_quantity(strip_form(question, form)) else stated_answer
+        # thought answers with its last number, others (a set, a list, factors) must state it
+        several = form.notation.sets or form.notation.factors or form.separator is not None
+        read = extract_answer if asks_quantity(strip_form(question, form)) and not several else stated_answer
         value = stated_answer(choice.text) or stated_value(choice.text, yes_no=yes_no) or read(choice.text) or ""
     if not value:
         return keep

@@ -268,6 +268,7 @@ def test_a_true_or_false_question_keeps_true_and_false() -> None:
     ("question", "value", "content"),
     [
         ("What is the set of remainders of the squares of 1 to 5 mod 5?", "1, 4, 4, 1, 0", "The answer is {0, 1, 4}."),
+        ("What is the set of remainders of the squares of 1 to 4 mod 5?", "{1, 4, 4, 1}", "The answer is {1, 4}."),
         ("Which numbers below 10 divide 36? Answer with the set only.", "[1, 2, 3, 4, 6, 9]", "{1, 2, 3, 4, 6, 9}"),
         ("Write the set of vowels in 'banana' in curly braces.", "['a', 'a', 'a']", "The answer is {a}."),
         ("What is the set of odd primes below 10, separated by commas?", "{3, 5, 7}", "The answer is 3, 5, 7."),

@@ -14,7 +14,6 @@ Real Redis and real gRPC on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -50,16 +49,8 @@ def runner(served: tuple[StallingPolicy, str], redis_server: RedisServer) -> Ite
     )
     job_runner = JobRunner(settings, redis_server.url, OrchestratorMetrics(ServiceMetrics("orchestrator")))
     yield job_runner
-    job_runner.submit(_close(job_runner))
+    job_runner.submit(job_runner.close())
     job_runner.loop.call_soon_threadsafe(job_runner.loop.stop)
-
-
-async def _close(runner: JobRunner) -> None:
-    """Stop the runner's cancel listener and close its Redis client, on its own loop."""
-    runner._listener.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await runner._listener
-    await runner.redis.aclose()
 
 
 async def _cancelled_while_decoding(

@@ -3,6 +3,8 @@ and the text itself where the request forbids rendering or no value is asked for
 
 from __future__ import annotations
 
+import pytest
+
 from services.search.interfaces import Constraint, Message, Shape
 from services.search.presentation import may_render, present
 from services.search.strategies.results import Choice
@@ -39,6 +41,31 @@ def test_open_prompts_tools_formats_logprobs_and_streamed_text_keep_the_text() -
     assert present(Choice(CHAIN, "n1"), arithmetic, Shape(), streamed=True).content == CHAIN
     assert may_render("single", arithmetic, Shape()) and not may_render("single", problem("Hi!"), Shape())
     assert may_render("program_of_thought", problem("Hi!"), Shape())
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "True or false? 91 is prime.",
+        "What is the set of remainders when the squares of 1 through 10 are divided by 5?",
+        "Break 84 down into its prime factors.",
+        "List the multiples of 7 between 50 and 100. Comma separated please.",
+        "Expand (x + 3)(x - 5).",
+    ],
+)
+def test_a_question_asking_for_a_value_by_its_words_is_not_streamed_as_the_answer(question: str) -> None:
+    """Seen on a faster host: "True or false? 91 is prime." went to one chain of thought, which
+    streamed "False" as the content instead of the value in the reply's form."""
+    assert may_render("single", problem(question), Shape())
+    shown = present(Choice("False", "n1"), problem("True or false? 91 is prime."), Shape(), streamed=False)
+    assert shown.content == "The answer is False."
+
+
+@pytest.mark.parametrize(
+    "question", ["Explain in one sentence what a hash table is.", "Is it a good idea to learn Rust?"]
+)
+def test_an_open_question_streams_its_answer(question: str) -> None:
+    assert not may_render("single", problem(question), Shape())
 
 
 def test_votes_are_part_of_the_evidence() -> None:
