@@ -97,7 +97,7 @@ class PendingSweeper:
         jobs pending longer than the grace. Only then is the lock taken (one sweeper of a queue at
         a time) and the queue's list and the unacknowledged messages read."""
         due = await self.client.zrangebyscore(PENDING_SINCE, "-inf", now - self.grace_s)
-        overdue = [_text(job_id) for job_id in due]
+        overdue = [_text(job_id) for job_id in due if isinstance(job_id, (bytes, str))]
         if not overdue:
             return Sweep()
         lock = sweep_lock_key(self.queue)
