@@ -67,15 +67,15 @@ def may_render(strategy: str, problem: tuple[Message, ...], shape: Shape) -> boo
 
 
 def asks_closed_value(question: str) -> bool:
-    """Whether ``question`` asks for a value by its own words, whatever task it is: a form or a
-    list separator asked for, a true-or-false statement, a set, a factorization, an expression in
-    its variables. Its chain of thought is then evidence and its value the reply ("True or false?
-    91 is prime." is answered "The answer is False.", not by the chain)."""
+    """Whether ``question`` asks for a value by its own words, whatever task it is: a form asked
+    for, a true-or-false statement, a set, a factorization, an expression in its variables. Its
+    chain of thought is then evidence and its value the reply ("True or false? 91 is prime." is
+    answered "The answer is False.", not by the chain). A list separator alone is not such a word:
+    "Count from 1 to 25, separated by commas." is answered by the text itself, streamed."""
     form = parse_form(question)
     notation = form.notation
     return bool(
         form.asked
-        or form.separator is not None
         or notation.sets
         or notation.factors
         or notation.algebra is not None
@@ -104,7 +104,7 @@ def present(choice: Choice, problem: tuple[Message, ...], shape: Shape, *, strea
     if not value and choice.finish_reason != "length" and asks_value:
         # a value stated in a short reply before any last number; only a quantity's chain of
         # thought answers with its last number, others (a set, a list, factors) must state it
-        several = form.notation.sets or form.notation.factors or form.separator is not None
+        several = form.notation.sets or form.notation.factors
         read = extract_answer if asks_quantity(strip_form(question, form)) and not several else stated_answer
         value = stated_answer(choice.text) or stated_value(choice.text, yes_no=yes_no) or read(choice.text) or ""
     if not value:

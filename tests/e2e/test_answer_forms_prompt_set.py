@@ -81,10 +81,24 @@ def run_half(
     (:func:`judge`, on this thread: math-verify's timeout needs the main thread); the summary
     printed past pytest's capture, the records written when ``record``, then the asserts."""
     entries = [entry for entry in PROMPTS if entry["half"] == half]
+
+    def send(entry: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return _send(stack, entry)
+        except Exception as exc:  # an infrastructure failure fails the test, naming the prompt
+            with capsys.disabled():
+                print(f"\n{half}: {entry['id']} failed to answer: {exc!r}")
+            raise
+
     with ThreadPoolExecutor(THREADS) as pool:
-        records = list(pool.map(lambda entry: _send(stack, entry), entries))
+        records = list(pool.map(send, entries))
     for entry, row in zip(entries, records, strict=True):
-        row["value_right"], row["form_exact"] = judge(entry, row["content"], row["reasoning_content"])
+        try:
+            row["value_right"], row["form_exact"] = judge(entry, row["content"], row["reasoning_content"])
+        except Exception as exc:
+            with capsys.disabled():
+                print(f"\n{half}: judging {entry['id']} raised {exc!r} on {row['content']!r}")
+            raise
     right = [row for row in records if row["value_right"]]
     exact = sum(row["form_exact"] for row in right)
     low, high = wilson(exact, len(right))
