@@ -39,6 +39,10 @@ VALUE_STRATEGIES = frozenset({"program_of_thought"})
 _PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
 # A question answered true or false (not yes or no): a program's True stays "True".
 _TRUE_OR_FALSE = re.compile(r"\btrue\s*(?:or|/)\s*false\b", re.IGNORECASE)
+# A question that asks for the reasoning itself: its reply is the text, whatever value it holds.
+_EXPLANATION = re.compile(
+    r"\b(?:explain|why|justify|describe|show\s+(?:your|the)\s+(?:work|steps|reasoning))\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -68,19 +72,17 @@ def may_render(strategy: str, problem: tuple[Message, ...], shape: Shape) -> boo
 
 def asks_closed_value(question: str) -> bool:
     """Whether ``question`` asks for a value by its own words, whatever task it is: a form asked
-    for, a true-or-false statement, a set, a factorization, an expression in its variables. Its
-    chain of thought is then evidence and its value the reply ("True or false? 91 is prime." is
-    answered "The answer is False.", not by the chain). A list separator alone is not such a word:
-    "Count from 1 to 25, separated by commas." is answered by the text itself, streamed."""
+    for, or (a question that is not code and asks for no explanation) a true-or-false statement,
+    a set or a factorization. Its chain of thought is then evidence and its value the reply
+    ("True or false? 91 is prime." is answered "The answer is False.", not by the chain).
+    Neither a list separator ("Count from 1 to 25, separated by commas.") nor an expression in
+    the question ("Explain how to expand (a+b)^2.") is such a word: those replies are the text."""
     form = parse_form(question)
-    notation = form.notation
-    return bool(
-        form.asked
-        or notation.sets
-        or notation.factors
-        or notation.algebra is not None
-        or _TRUE_OR_FALSE.search(question)
-    )
+    if form.asked:
+        return True
+    if _EXPLANATION.search(question) or classify_task(question) == "code":
+        return False
+    return bool(form.notation.sets or form.notation.factors or _TRUE_OR_FALSE.search(question))
 
 
 def estimate_tokens(text: str) -> int:

@@ -49,7 +49,6 @@ def test_open_prompts_tools_formats_logprobs_and_streamed_text_keep_the_text() -
         "True or false? 91 is prime.",
         "What is the set of remainders when the squares of 1 through 10 are divided by 5?",
         "Break 84 down into its prime factors.",
-        "Expand (x + 3)(x - 5).",
     ],
 )
 def test_a_question_asking_for_a_value_by_its_words_is_not_streamed_as_the_answer(question: str) -> None:
@@ -66,10 +65,24 @@ def test_a_question_asking_for_a_value_by_its_words_is_not_streamed_as_the_answe
         "Explain in one sentence what a hash table is.",
         "Is it a good idea to learn Rust?",
         "Count from 1 to 25, separated by commas.",
+        "Explain how to expand (a+b)^2.",
+        "Is it true or false that Python is compiled? Explain.",
+        "Write a Python function f(x) that returns x squared plus 1.",
+        "Write a function that returns the set of prime factors of n.",
     ],
 )
 def test_an_open_question_streams_its_answer(question: str) -> None:
     assert not may_render("single", problem(question), Shape())
+
+
+def test_a_code_or_explanation_reply_is_never_cut_to_a_number() -> None:
+    """Seen in review: "The answer is 2." for a function written for "f(x) ... x squared"."""
+    code = "```python\ndef f(x):\n    return x**2 + 1\n```\n\nThis function returns 5 for x = 2."
+    asked = problem("Write a Python function f(x) that returns x squared plus 1.")
+    assert present(Choice(code, "n1"), asked, Shape(), streamed=False).content == code
+    explained = "Multiply (a+b)(a+b): a^2 + 2ab + b^2, each term by the distributive law, squared 2 ways."
+    asked = problem("Explain how to expand (a+b)^2.")
+    assert present(Choice(explained, "n1"), asked, Shape(), streamed=False).content == explained
 
 
 def test_votes_are_part_of_the_evidence() -> None:
